@@ -1,0 +1,98 @@
+"""Command-line entry point: argparse, dispatch, and the one place that decides exit codes.
+
+Exit codes:
+  0  every manifest passes
+  1  at least one manifest fails (unparseable, schema, cross-field or blocking policy findings)
+  2  dpguard cannot run as asked (usage, missing file, its own policy/schema/template broken)
+  3  internal error (a bug): a short message, the traceback only with --debug
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+from enum import IntEnum
+
+from dpguard import __version__
+from dpguard.errors import DpguardError
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1
+    CANNOT_RUN = 2
+    INTERNAL = 3
+
+
+# Each name is a module in dpguard.commands exposing HELP, add_arguments(parser) and
+# run(args) -> int. Command modules keep heavy imports inside run() so that `--help` and
+# unrelated commands stay fast.
+COMMANDS: tuple[str, ...] = (
+    "review",
+    "schema",
+)
+
+EPILOG = """\
+exit codes:
+  0  every manifest passes
+  1  at least one manifest fails
+  2  dpguard cannot run as asked (usage, missing file, broken policy/schema/template)
+  3  internal error (a bug; rerun with --debug for the traceback)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dpguard",
+        description="Policy-as-code validator and planner for pipeline-parallel training.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"dpguard {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the full traceback of an internal error"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        module = importlib.import_module(f"dpguard.commands.{name.replace('-', '_')}")
+        cmd = sub.add_parser(
+            name,
+            help=module.HELP,
+            description=module.HELP,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(cmd)
+        cmd.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: 0 for --help/--version, 2 for usage errors
+        return int(exc.code or 0)
+    try:
+        return int(args.run(args))
+    except DpguardError as exc:
+        print(f"dpguard: error: {exc}", file=sys.stderr)
+        return ExitCode.CANNOT_RUN
+    except KeyboardInterrupt:
+        print("dpguard: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return ExitCode.OK
+    except Exception as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(
+            f"dpguard: internal error: {type(exc).__name__}: {exc} "
+            "(this is a bug in dpguard; rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return ExitCode.INTERNAL
