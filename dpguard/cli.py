@@ -1,10 +1,6 @@
-"""Command-line entry point: argparse, dispatch, and the one place that decides exit codes.
+"""Command-line entry point: argparse, dispatch, and turning dpguard's errors into messages.
 
-Exit codes:
-  0  every manifest passes
-  1  at least one manifest fails (unparseable, schema, cross-field or blocking policy findings)
-  2  dpguard cannot run as asked (usage, missing file, its own policy/schema/template broken)
-  3  internal error (a bug): a short message, the traceback only with --debug
+The exit-code table itself lives in `dpguard.exitcodes`; this module maps exceptions onto it.
 """
 
 from __future__ import annotations
@@ -14,18 +10,10 @@ import importlib
 import sys
 import traceback
 from collections.abc import Sequence
-from enum import IntEnum
 
 from dpguard import __version__
 from dpguard.errors import DpguardError
-
-
-class ExitCode(IntEnum):
-    OK = 0
-    FAILED = 1
-    CANNOT_RUN = 2
-    INTERNAL = 3
-
+from dpguard.exitcodes import ExitCode
 
 # Each name is a module in dpguard.commands exposing HELP, add_arguments(parser) and
 # run(args) -> int. Command modules keep heavy imports inside run() so that `--help` and

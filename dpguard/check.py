@@ -1,0 +1,44 @@
+"""Check manifest files: load, validate, normalise. One result per file, never an exception
+for a problem inside a file, so one broken manifest never stops the others."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dpguard.catalog import Catalog, load_catalog
+from dpguard.findings import Finding, Severity
+from dpguard.manifest import Manifest, build_manifest
+from dpguard.validate import validate
+from dpguard.yamlsource import YamlLoadError, load_file
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: str
+    findings: tuple[Finding, ...]
+    manifest: Manifest | None  # None when the file could not be loaded or validated
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity is severity and not f.waived)
+
+
+def check_file(path: str, catalog: Catalog | None = None) -> FileResult:
+    """Raises InputError (missing file, directory); everything else is a finding."""
+    catalog = catalog or load_catalog()
+    try:
+        doc = load_file(path)
+    except YamlLoadError as exc:
+        line, col = exc.position
+        return FileResult(
+            path, (Finding(path, line, col, exc.code, Severity.ERROR, exc.message),), None
+        )
+    findings = validate(doc, catalog)
+    if findings:
+        return FileResult(path, tuple(findings), None)
+    return FileResult(path, (), build_manifest(doc, catalog))
+
+
+def check_files(paths: Iterable[str]) -> list[FileResult]:
+    catalog = load_catalog()
+    return [check_file(path, catalog) for path in paths]

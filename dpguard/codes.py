@@ -1,0 +1,47 @@
+"""Stable codes for problems found while loading and validating a manifest.
+
+Policy rules (DT/HR/RF/ADV ids) live in policies/*.yaml; these codes cover what comes before
+policies can judge: the YAML itself (Y), the JSON Schema (S) and cross-field checks (X).
+Codes are part of the contract: never renumber, only add.
+"""
+
+from __future__ import annotations
+
+CODES: dict[str, str] = {
+    "Y001": "invalid YAML syntax",
+    "Y002": "empty file",
+    "Y003": "more than one YAML document in the file",
+    "Y004": "top level is not a mapping",
+    "Y005": "duplicate or non-string mapping key",
+    "Y006": "YAML tag not allowed (python/object and custom tags)",
+    "Y007": "document expands to too many values (alias bomb)",
+    "Y008": "nesting too deep",
+    "Y009": "not UTF-8 text or a forbidden character",
+    "Y010": "number is not finite (NaN or infinity)",
+    "Y011": "number has too many digits",
+    "Y012": "file too large",
+    "S001": "unknown key",
+    "S002": "required key missing",
+    "S003": "wrong type",
+    "S004": "value out of range",
+    "S005": "value not one of the allowed values",
+    "S006": "value does not match the required form",
+    "S007": "schema violation",
+    "X001": "GPU count not divisible by tensor x pipeline x context",
+    "X002": "GPU count not a whole number of nodes",
+    "X003": "global batch not divisible by micro-batch size x data parallel",
+    "X004": "explicit micro-batch count contradicts the batch sizes",
+    "X005": "active parameters exceed total parameters",
+    "X006": "MoE field on a dense model",
+    "X007": "experts per token exceed experts",
+    "X008": "experts not divisible by expert parallel size",
+    "X009": "expert parallel size does not divide tensor x context x data parallel",
+    "X010": "attention heads not divisible by tensor parallel size",
+    "X011": "sequence length not divisible by 2 x context parallel size",
+    "X012": "unknown accelerator",
+    "X013": "custom accelerator without memory_gb or peak_tflops_bf16",
+    "X014": "more pipeline stages than layers",
+    "X015": "virtual stages without pipeline parallelism",
+    "X016": "quantity out of range",
+    "X017": "dense model with active parameters different from total",
+}

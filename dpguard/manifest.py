@@ -1,0 +1,232 @@
+"""The normalised training manifest: immutable, typed, defaults applied, units resolved.
+
+`build_manifest` is called only on data that passed the schema and the cross-field checks
+(`dpguard.validate`), so it converts without re-checking. Derived values (data-parallel size,
+micro-batch count M) are computed here once; everything downstream reads them from here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from dpguard.catalog import Catalog
+from dpguard.yamlsource import Path, Position, SourceDoc
+
+_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)([KMBT]?)")
+
+# Vendor -> scale-up link when the manifest does not say (NVLink on NVIDIA, Infinity Fabric
+# xGMI on AMD Instinct; domain.md (a)).
+_DEFAULT_INTRA_NODE = {"nvidia": "nvlink", "amd": "xgmi"}
+
+
+def parse_quantity(value: int | float | str) -> int:
+    """``"671B"`` -> 671_000_000_000; ``"14.8T"`` -> 14_800_000_000_000; numbers pass through.
+
+    Decimal arithmetic keeps "14.8T" exact (float would give 14799999999999.998).
+    """
+    if isinstance(value, str):
+        match = _QUANTITY.fullmatch(value.strip())
+        if match is None:
+            raise ValueError(f"{value!r} is not a count")
+        return int(Decimal(match.group(1)) * _SUFFIX[match.group(2)])
+    return int(Decimal(str(value)))
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    inter_node_gbps_per_gpu: float
+    intra_node: str
+
+
+@dataclass(frozen=True)
+class Cluster:
+    gpus: int
+    gpus_per_node: int
+    accelerator: str  # canonical catalog id, or "custom"
+    vendor: str  # nvidia | amd | intel | custom
+    family: str  # ampere | hopper | ... | custom
+    memory_gb: float
+    peak_tflops_bf16: float
+    interconnect: Interconnect
+
+
+@dataclass(frozen=True)
+class Model:
+    architecture: str  # moe | dense
+    total_params: int
+    active_params: int
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    seq_len: int
+    vocab_size: int
+    experts: int | None
+    experts_per_token: int | None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.architecture == "moe"
+
+
+@dataclass(frozen=True)
+class Training:
+    tokens: int
+    global_batch_size: int
+    micro_batch_size: int
+    precision: str
+    zero_stage: int
+    activation_recompute: str
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    tensor: int
+    pipeline: int
+    virtual_stages: int
+    expert: int
+    context: int
+    microbatches: int | None  # as written; the effective M is Manifest.microbatches
+    schedule: str | None
+    untie_embeddings: bool
+
+
+@dataclass(frozen=True)
+class Communication:
+    all_to_all_kernel: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: str
+    name: str
+    owner: str | None
+    description: str | None
+    cluster: Cluster
+    model: Model
+    training: Training
+    parallelism: Parallelism | None  # None: the team asks dpguard to plan
+    communication: Communication
+    data_parallel: int | None  # gpus / (tensor x pipeline x context), when parallelism is given
+    microbatches: int | None  # M per pipeline per optimizer step, when parallelism is given
+    source: SourceDoc = field(repr=False, compare=False)
+
+    def position(self, dotted: str) -> Position:
+        """Where `dotted` (e.g. "parallelism.schedule") is written, or its nearest ancestor."""
+        return self.source.position(_split(dotted))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The normalised values as plain data (for JSON reports and policy facts)."""
+        data = asdict(self)
+        del data["source"], data["path"]
+        return data
+
+
+def _split(dotted: str) -> Path:
+    return tuple(dotted.split(".")) if dotted else ()
+
+
+def derived_sizes(
+    gpus: int, tensor: int, pipeline: int, context: int, global_batch: int, micro_batch: int
+) -> tuple[int | None, int | None]:
+    """Data-parallel size and M, or None where they are not whole numbers.
+
+    Megatron-LM: DP = world / (TP x PP x CP) (megatron/training/arguments.py) and
+    M = GBS / (mbs x DP) (megatron/core/num_microbatches_calculator.py).
+    """
+    model_parallel = tensor * pipeline * context
+    if gpus % model_parallel:
+        return None, None
+    dp = gpus // model_parallel
+    if global_batch % (micro_batch * dp):
+        return dp, None
+    return dp, global_batch // (micro_batch * dp)
+
+
+def build_manifest(doc: SourceDoc, catalog: Catalog) -> Manifest:
+    """Normalise a document that passed validation into a `Manifest`."""
+    data = doc.data
+    meta, c, m, t = data["metadata"], data["cluster"], data["model"], data["training"]
+    acc = catalog.lookup(c["accelerator"])
+    if acc is None:  # validation admitted it, so it is `custom`
+        accelerator, vendor, family = "custom", "custom", "custom"
+        memory_gb, peak = float(c["memory_gb"]), float(c["peak_tflops_bf16"])
+    else:
+        accelerator, vendor, family = acc.id, acc.vendor, acc.family
+        memory_gb = float(c.get("memory_gb", acc.memory_gb))
+        peak = float(c.get("peak_tflops_bf16", acc.peak_tflops_bf16))
+    link = c["interconnect"]
+    cluster = Cluster(
+        gpus=c["gpus"],
+        gpus_per_node=c.get("gpus_per_node", 8),
+        accelerator=accelerator,
+        vendor=vendor,
+        family=family,
+        memory_gb=memory_gb,
+        peak_tflops_bf16=peak,
+        interconnect=Interconnect(
+            inter_node_gbps_per_gpu=float(link["inter_node_gbps_per_gpu"]),
+            intra_node=link.get("intra_node", _DEFAULT_INTRA_NODE.get(vendor, "other")),
+        ),
+    )
+    total = parse_quantity(m["total_params"])
+    model = Model(
+        architecture=m["architecture"],
+        total_params=total,
+        active_params=parse_quantity(m["active_params"]) if "active_params" in m else total,
+        layers=m["layers"],
+        hidden_size=m["hidden_size"],
+        attention_heads=m["attention_heads"],
+        seq_len=m["seq_len"],
+        vocab_size=m["vocab_size"],
+        experts=m.get("experts"),
+        experts_per_token=m.get("experts_per_token"),
+    )
+    training = Training(
+        tokens=parse_quantity(t["tokens"]),
+        global_batch_size=t["global_batch_size"],
+        micro_batch_size=t.get("micro_batch_size", 1),
+        precision=t.get("precision", "bf16"),
+        zero_stage=t.get("zero_stage", 1),
+        activation_recompute=t.get("activation_recompute", "none"),
+    )
+    parallelism, dp, micro = None, None, None
+    if "parallelism" in data:
+        p = data["parallelism"]
+        parallelism = Parallelism(
+            tensor=p.get("tensor", 1),
+            pipeline=p.get("pipeline", 1),
+            virtual_stages=p.get("virtual_stages", 1),
+            expert=p.get("expert", 1),
+            context=p.get("context", 1),
+            microbatches=p.get("microbatches"),
+            schedule=p.get("schedule"),
+            untie_embeddings=p.get("untie_embeddings", False),
+        )
+        dp, micro = derived_sizes(
+            cluster.gpus,
+            parallelism.tensor,
+            parallelism.pipeline,
+            parallelism.context,
+            training.global_batch_size,
+            training.micro_batch_size,
+        )
+    return Manifest(
+        path=doc.name,
+        name=meta["name"],
+        owner=meta.get("owner"),
+        description=meta.get("description"),
+        cluster=cluster,
+        model=model,
+        training=training,
+        parallelism=parallelism,
+        communication=Communication(
+            all_to_all_kernel=data.get("communication", {}).get("all_to_all_kernel", "none")
+        ),
+        data_parallel=dp,
+        microbatches=micro,
+        source=doc,
+    )

@@ -1,0 +1,103 @@
+"""One report value, several renderers (a registry keyed by format name).
+
+Renderers return text and never print; JSON is written with sorted keys so the same input always
+gives byte-identical output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dpguard import __version__
+from dpguard.check import FileResult
+from dpguard.findings import Finding, Severity
+
+REPORT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Report:
+    results: tuple[FileResult, ...]
+    fail_on: str = "error"
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return tuple(f for r in self.results for f in r.findings)
+
+    def failed(self, result: FileResult) -> bool:
+        from dpguard.exitcodes import blocking
+
+        return any(blocking(f, self.fail_on) for f in result.findings)
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "files": len(self.results),
+            "failed": sum(1 for r in self.results if self.failed(r)),
+            "errors": sum(r.count(Severity.ERROR) for r in self.results),
+            "warnings": sum(r.count(Severity.WARNING) for r in self.results),
+        }
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def render_text(report: Report) -> str:
+    lines = [f.format() for f in report.findings]
+    s = report.summary()
+    passed = s["files"] - s["failed"]
+    lines.append(
+        f"{_plural(s['files'], 'manifest')} checked: {passed} passed, {s['failed']} failed "
+        f"({_plural(s['errors'], 'error')}, {_plural(s['warnings'], 'warning')})"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    return {
+        "code": finding.code,
+        "kind": finding.kind,
+        "severity": finding.severity.value,
+        "message": finding.message,
+        "line": finding.line,
+        "column": finding.col,
+        "waived": finding.waived,
+    }
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    return {
+        "version": REPORT_VERSION,
+        "tool": {"name": "dpguard", "version": __version__},
+        "files": [
+            {
+                "path": r.path,
+                "valid": not report.failed(r),
+                "findings": [finding_dict(f) for f in r.findings],
+                "manifest": r.manifest.to_dict() if r.manifest else None,
+            }
+            for r in report.results
+        ],
+        "summary": report.summary(),
+    }
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report_dict(report), indent=2, sort_keys=True) + "\n"
+
+
+RENDERERS: dict[str, Callable[[Report], str]] = {
+    "text": render_text,
+    "json": render_json,
+}
+
+
+def render(report: Report, fmt: str) -> str:
+    return RENDERERS[fmt](report)
+
+
+def formats() -> Sequence[str]:
+    return tuple(RENDERERS)

@@ -1,0 +1,39 @@
+"""The one place that reads dpguard's packaged data (schemas, policies, templates, catalog).
+
+The top-level policies/, schemas/ and templates/ directories are mapped into the package by
+pyproject (``dpguard.policies`` etc.), so the same code works from a wheel, an editable install
+and a source checkout.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any
+
+from dpguard.errors import ConfigError
+
+
+def packaged(package: str, name: str = "") -> Traversable:
+    """A file or directory shipped in `package` (e.g. "dpguard.schemas")."""
+    root = resources.files(package)
+    return root / name if name else root
+
+
+def read_text(package: str, name: str) -> str:
+    try:
+        return packaged(package, name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"packaged file {package}/{name} cannot be read: {exc}") from None
+
+
+@cache
+def schema(name: str) -> dict[str, Any]:
+    """A packaged JSON Schema, parsed once per process."""
+    try:
+        loaded: dict[str, Any] = json.loads(read_text("dpguard.schemas", name))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{exc.msg}", f"schemas/{name}:{exc.lineno}:{exc.colno}") from None
+    return loaded
