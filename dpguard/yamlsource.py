@@ -173,7 +173,7 @@ def _refuse_tag(tag: str | None, allowed: tuple[str, ...], where: Position) -> N
     if tag and tag not in allowed:
         raise YamlLoadError(
             "Y006",
-            f"tag {_short_tag(tag)} is not allowed: manifests use plain YAML values only",
+            f"tag {_short_tag(tag)} is not allowed: only plain YAML values are accepted",
             where,
         )
 
@@ -242,7 +242,7 @@ def _fold(events: Any, name: str) -> SourceDoc:
             documents += 1
             if documents > 1:
                 raise YamlLoadError(
-                    "Y003", "more than one YAML document: one manifest per file", where
+                    "Y003", "more than one YAML document in the file: one document per file", where
                 )
         elif isinstance(event, ev.ScalarEvent):
             if stack and isinstance(stack[-1].container, dict) and stack[-1].key is None:
@@ -278,9 +278,7 @@ def _fold(events: Any, name: str) -> SourceDoc:
             place(value, size, where)
 
     if total == 0:
-        raise YamlLoadError(
-            "Y002", "the file is empty: expected a TrainingManifest mapping", Position(1, 1)
-        )
+        raise YamlLoadError("Y002", "the file is empty: expected a mapping", Position(1, 1))
     if not isinstance(root, dict):
         raise YamlLoadError(
             "Y004", f"the top level must be a mapping, not a {_kind(root)}", Position(1, 1)
@@ -332,11 +330,11 @@ def load_file(path: str) -> SourceDoc:
     try:
         size = os.stat(path).st_size
         if os.path.isdir(path):
-            raise InputError(f"{path}: is a directory, not a manifest file")
+            raise InputError(f"{path}: is a directory, not a file")
         if size > MAX_BYTES:
             raise YamlLoadError(
                 "Y012",
-                f"file is {size} bytes; manifests are limited to {MAX_BYTES} bytes",
+                f"file is {size} bytes; the limit is {MAX_BYTES} bytes",
                 Position(1, 1),
             )
         with open(path, "rb") as handle:
@@ -344,7 +342,7 @@ def load_file(path: str) -> SourceDoc:
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a manifest file") from None
+        raise InputError(f"{path}: is a directory, not a file") from None
     except PermissionError:
         raise InputError(f"{path}: permission denied") from None
     try:
