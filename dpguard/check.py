@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from dpguard.catalog import Catalog, load_catalog
 from dpguard.findings import Finding, Severity
 from dpguard.manifest import Manifest, build_manifest
+from dpguard.policy.engine import Outcome, evaluate
+from dpguard.policy.facts import manifest_facts
+from dpguard.policy.model import Policies
 from dpguard.validate import validate
 from dpguard.yamlsource import YamlLoadError, load_file
 
@@ -18,13 +21,17 @@ class FileResult:
     path: str
     findings: tuple[Finding, ...]
     manifest: Manifest | None  # None when the file could not be loaded or validated
+    outcome: Outcome | None = None  # policy evaluation, when policies were given
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity is severity and not f.waived)
 
 
-def check_file(path: str, catalog: Catalog | None = None) -> FileResult:
-    """Raises InputError (missing file, directory); everything else is a finding."""
+def check_file(
+    path: str, catalog: Catalog | None = None, policies: Policies | None = None
+) -> FileResult:
+    """Raises InputError (missing file, directory); everything else is a finding. Policies
+    judge only manifests that passed the schema and cross-field checks."""
     catalog = catalog or load_catalog()
     try:
         doc = load_file(path)
@@ -36,9 +43,13 @@ def check_file(path: str, catalog: Catalog | None = None) -> FileResult:
     findings = validate(doc, catalog)
     if findings:
         return FileResult(path, tuple(findings), None)
-    return FileResult(path, (), build_manifest(doc, catalog))
+    manifest = build_manifest(doc, catalog)
+    if policies is None:
+        return FileResult(path, (), manifest)
+    outcome = evaluate(policies, manifest, manifest_facts(manifest))
+    return FileResult(path, outcome.findings, manifest, outcome)
 
 
-def check_files(paths: Iterable[str]) -> list[FileResult]:
+def check_files(paths: Iterable[str], policies: Policies | None = None) -> list[FileResult]:
     catalog = load_catalog()
-    return [check_file(path, catalog) for path in paths]
+    return [check_file(path, catalog, policies) for path in paths]

@@ -14,6 +14,7 @@ from typing import Any
 from dpguard import __version__
 from dpguard.check import FileResult
 from dpguard.findings import Finding, Severity
+from dpguard.policy.model import Policies
 
 REPORT_VERSION = 1
 
@@ -22,6 +23,7 @@ REPORT_VERSION = 1
 class Report:
     results: tuple[FileResult, ...]
     fail_on: str = "error"
+    policies: Policies | None = None
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -45,8 +47,26 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def decision_line(result: FileResult) -> str | None:
+    outcome = result.outcome
+    if outcome is None or outcome.decision is None:
+        return None
+    chain = "".join(f" -> {r.recommend} ({r.id})" for r in outcome.redirects)
+    return (
+        f"{result.path}: decision: {outcome.decision.recommend} ({outcome.decision.id})"
+        f"{chain}; recommended schedule: {outcome.schedule}"
+    )
+
+
+def policy_line(policies: Policies) -> str:
+    return "policies: " + ", ".join(f"{s.name} {s.version} ({s.digest})" for s in policies.sets)
+
+
 def render_text(report: Report) -> str:
     lines = [f.format() for f in report.findings]
+    lines += [line for line in map(decision_line, report.results) if line]
+    if report.policies is not None:
+        lines.append(policy_line(report.policies))
     s = report.summary()
     passed = s["files"] - s["failed"]
     lines.append(
@@ -68,16 +88,31 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
     }
 
 
+def decision_dict(result: FileResult) -> dict[str, Any] | None:
+    outcome = result.outcome
+    if outcome is None:
+        return None
+    return {
+        "rule": outcome.decision.id if outcome.decision else None,
+        "schedule": outcome.decision.recommend if outcome.decision else None,
+        "redirects": [r.id for r in outcome.redirects],
+        "recommended_schedule": outcome.schedule,
+    }
+
+
 def report_dict(report: Report) -> dict[str, Any]:
+    sets = report.policies.sets if report.policies else ()
     return {
         "version": REPORT_VERSION,
         "tool": {"name": "dpguard", "version": __version__},
+        "policies": [{"name": s.name, "version": s.version, "digest": s.digest} for s in sets],
         "files": [
             {
                 "path": r.path,
                 "valid": not report.failed(r),
                 "findings": [finding_dict(f) for f in r.findings],
                 "manifest": r.manifest.to_dict() if r.manifest else None,
+                "decision": decision_dict(r),
             }
             for r in report.results
         ],

@@ -71,9 +71,11 @@ _TYPE_NAMES = {"integer": "an integer", "number": "a number", "string": "a strin
 _TYPE_NAMES.update({"boolean": "true or false", "object": "a mapping", "array": "a list"})
 
 
-def _schema_findings(doc: SourceDoc) -> Iterator[tuple[Path, str, str]]:
-    """(path, code, message) for every schema violation; unknown keys one by one."""
-    for error in _validator().iter_errors(doc.data):
+def schema_problems(validator: Any, doc: SourceDoc) -> Iterator[tuple[Path, str, str]]:
+    """(path, code, message) for every schema violation; unknown keys one by one.
+
+    Shared by manifests and policy files so both get the same positioned, readable messages."""
+    for error in validator.iter_errors(doc.data):
         path: Path = tuple(error.absolute_path)
         where = dotted(path)
         keyword = error.validator
@@ -304,7 +306,7 @@ def validate(doc: SourceDoc, catalog: Catalog) -> list[Finding]:
     """Every schema and cross-field problem in `doc`, sorted by position."""
     findings: list[Finding] = []
     broken: set[Path] = set()
-    for path, code, message in _schema_findings(doc):
+    for path, code, message in schema_problems(_validator(), doc):
         broken.add(path)
         line, col = doc.position(path)
         findings.append(Finding(doc.name, line, col, code, Severity.ERROR, message))

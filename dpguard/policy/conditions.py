@@ -1,0 +1,183 @@
+"""Structured conditions: ``all``, ``any``, ``not`` and leaf tests ``{fact: PATH, OP: VALUE}``.
+
+Parsed once when a policy loads (every fact path, operator and value type checked, with the
+position of the offending key), then evaluated against flat fact dictionaries. No ``eval``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dpguard.policy.facts import FACTS, FactSpec
+from dpguard.yamlsource import Path, SourceDoc
+
+Operator = Callable[[Any, Any], bool]
+
+
+def _num(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# Each operator receives a *set* fact value (unset facts never reach an operator; see facts.py).
+OPERATORS: dict[str, Operator] = {
+    "equals": lambda fact, value: bool(fact == value),
+    "not_equals": lambda fact, value: bool(fact != value),
+    "lt": lambda fact, value: _num(fact) and fact < value,
+    "le": lambda fact, value: _num(fact) and fact <= value,
+    "gt": lambda fact, value: _num(fact) and fact > value,
+    "ge": lambda fact, value: _num(fact) and fact >= value,
+    "in": lambda fact, value: fact in value,
+    "not_in": lambda fact, value: fact not in value,
+    "divisible_by": lambda fact, value: (
+        _num(fact) and float(fact).is_integer() and int(fact) % value == 0
+    ),
+}
+ORDERED = frozenset(("lt", "le", "gt", "ge", "divisible_by"))
+ALL_OPERATORS = (*OPERATORS, "exists")
+
+
+class ConditionProblem(Exception):
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+@dataclass(frozen=True)
+class Leaf:
+    fact: str
+    op: str
+    value: Any
+
+    def holds(self, facts: Mapping[str, Any]) -> bool:
+        actual = facts.get(self.fact)
+        if self.op == "exists":
+            return (actual is not None) is bool(self.value)
+        if actual is None:
+            return False
+        return OPERATORS[self.op](actual, self.value)
+
+
+@dataclass(frozen=True)
+class Group:
+    op: str  # all | any | not
+    items: tuple[Condition, ...]
+
+    def holds(self, facts: Mapping[str, Any]) -> bool:
+        if self.op == "all":
+            return all(c.holds(facts) for c in self.items)
+        if self.op == "any":
+            return any(c.holds(facts) for c in self.items)
+        return not self.items[0].holds(facts)
+
+
+Condition = Leaf | Group
+
+
+def leaves(condition: Condition) -> Iterator[Leaf]:
+    if isinstance(condition, Leaf):
+        yield condition
+    else:
+        for item in condition.items:
+            yield from leaves(item)
+
+
+def hint(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_value(spec: FactSpec, op: str, value: Any, path: Path) -> None:
+    where = (*path, op)
+    values = value if op in ("in", "not_in") else [value]
+    if op in ORDERED and spec.type not in ("int", "number"):
+        raise ConditionProblem(f"{op} needs a numeric fact; {spec.path} is {spec.type}", where)
+    for item in values:
+        ok = {
+            "int": _num(item),
+            "number": _num(item),
+            "bool": isinstance(item, bool),
+            "str": isinstance(item, str),
+        }[spec.type]
+        if op in ORDERED:
+            ok = _num(item)
+        if not ok:
+            raise ConditionProblem(
+                f"{spec.path} is a {spec.type} fact; {item!r} can never match it", where
+            )
+        if spec.choices and op not in ORDERED and item not in spec.choices:
+            raise ConditionProblem(
+                f"{item!r} is not a possible value of {spec.path}{hint(str(item), spec.choices)}; "
+                f"possible: {', '.join(spec.choices)}",
+                where,
+            )
+
+
+def parse(data: Any, path: Path) -> Condition:
+    """Build a condition from policy data; raises ConditionProblem at the offending key."""
+    if not isinstance(data, dict) or not data:
+        raise ConditionProblem("a condition must be a mapping: all, any, not or a fact test", path)
+    groups = [k for k in ("all", "any", "not") if k in data]
+    if groups:
+        if len(data) != 1:
+            extra = sorted(set(data) - {groups[0]})[0]
+            raise ConditionProblem(
+                f"{groups[0]!r} cannot be combined with {extra!r}; nest them instead",
+                (*path, extra),
+            )
+        op = groups[0]
+        body = data[op]
+        if op == "not":
+            return Group("not", (parse(body, (*path, "not")),))
+        if not isinstance(body, list) or not body:
+            raise ConditionProblem(f"{op!r} takes a non-empty list of conditions", (*path, op))
+        return Group(op, tuple(parse(c, (*path, op, i)) for i, c in enumerate(body)))
+    if "fact" not in data:
+        key = sorted(data)[0]
+        raise ConditionProblem(
+            f"unknown condition key {key!r}{hint(key, ('all', 'any', 'not', 'fact'))}; "
+            "use all, any, not or {fact: PATH, OPERATOR: VALUE}",
+            (*path, key),
+        )
+    fact = data["fact"]
+    if not isinstance(fact, str) or fact not in FACTS:
+        raise ConditionProblem(
+            f"unknown fact {fact!r}{hint(str(fact), FACTS)} (`dpguard facts` lists them)",
+            (*path, "fact"),
+        )
+    ops = [k for k in data if k != "fact"]
+    for op in ops:
+        if op not in ALL_OPERATORS:
+            raise ConditionProblem(
+                f"unknown operator {op!r}{hint(op, ALL_OPERATORS)}; "
+                f"operators: {', '.join(ALL_OPERATORS)}",
+                (*path, op),
+            )
+    if len(ops) != 1:
+        raise ConditionProblem(
+            f"a fact test needs exactly one operator, found {len(ops)}: {', '.join(ops) or 'none'}",
+            path,
+        )
+    op, value = ops[0], data[ops[0]]
+    if op == "exists":
+        if not isinstance(value, bool):
+            raise ConditionProblem("exists takes true or false", (*path, op))
+    elif op in ("in", "not_in"):
+        if not isinstance(value, list) or not value:
+            raise ConditionProblem(f"{op} takes a non-empty list", (*path, op))
+        _check_value(FACTS[fact], op, value, path)
+        value = tuple(value)
+    elif op == "divisible_by":
+        if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            raise ConditionProblem("divisible_by takes a positive integer", (*path, op))
+        _check_value(FACTS[fact], op, value, path)
+    else:
+        _check_value(FACTS[fact], op, value, path)
+    return Leaf(fact, op, value)
+
+
+def position_of(doc: SourceDoc, path: Path) -> str:
+    line, col = doc.position(path)
+    return f"{doc.name}:{line}:{col}"

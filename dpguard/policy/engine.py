@@ -1,0 +1,120 @@
+"""Evaluate loaded policies against one manifest's facts.
+
+Order, documented in docs/policies.md:
+1. Decision rows in order; the first whose condition holds picks the schedule. No match is an
+   error finding (P001): a valid manifest must never get a silent "no recommendation".
+2. Refusals by descending precedence (file order breaks ties). A firing refusal that refuses the
+   schedule the manifest proposes is an error finding carrying the redirect. The recommendation
+   is redirected by the highest-precedence firing refusal that refuses it, repeatedly, until no
+   refusal applies (a cycle is a policy error); each redirect the manifest did not already cause
+   is reported as information.
+3. Rejects and advisories, with ``decision.*`` and ``plan.*`` facts available.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dpguard.errors import ConfigError
+from dpguard.findings import Finding, Severity
+from dpguard.manifest import Manifest
+from dpguard.policy.facts import FACTS
+from dpguard.policy.model import KIND_SEVERITY, Policies, Rule
+from dpguard.policy.templates import render_message
+
+
+@dataclass(frozen=True)
+class Outcome:
+    decision: Rule | None
+    schedule: str | None  # the recommended schedule after refusals ("none": no pipeline)
+    redirects: tuple[Rule, ...]
+    findings: tuple[Finding, ...]
+    facts: Mapping[str, Any]
+
+
+def _proposal_refused(rule: Rule, facts: Mapping[str, Any]) -> bool:
+    schedule = facts.get("parallelism.schedule")
+    if schedule is not None:
+        return rule.refuses_schedule(schedule)
+    # Pipeline parallelism proposed without naming a schedule: refused only by `any`.
+    return (facts.get("parallelism.pipeline") or 1) > 1 and "any" in rule.refuses
+
+
+def _finding(
+    rule: Rule, manifest: Manifest, facts: Mapping[str, Any], severity: Severity
+) -> Finding:
+    anchor = FACTS[rule.at].anchor or rule.at if rule.at in FACTS else ""
+    line, col = manifest.position(anchor)
+    try:
+        message = render_message(rule.message, facts, {"id": rule.id, "title": rule.title})
+    except Exception as exc:  # a policy bug, never the manifest's
+        raise ConfigError(
+            f"message of rule {rule.id} cannot be rendered: {exc}", rule.location
+        ) from None
+    return Finding(manifest.path, line, col, rule.id, severity, message, kind=rule.kind)
+
+
+def evaluate(policies: Policies, manifest: Manifest, base_facts: Mapping[str, Any]) -> Outcome:
+    facts = dict(base_facts)
+    findings: list[Finding] = []
+    decision = next((r for r in policies.by_kind("decision") if r.when.holds(facts)), None)
+    if decision is None:
+        findings.append(
+            Finding(
+                manifest.path,
+                1,
+                1,
+                "P001",
+                Severity.ERROR,
+                "no decision row matches this manifest: the policy cannot recommend a schedule "
+                "(add a row to the decision table)",
+                kind="decision",
+            )
+        )
+    refusals = sorted(
+        (r for r in policies.by_kind("refuse") if r.when.holds(facts)),
+        key=lambda r: -r.precedence,
+    )
+    reported: set[str] = set()
+    proposal_refusal = next((r for r in refusals if _proposal_refused(r, facts)), None)
+    if proposal_refusal is not None:
+        findings.append(
+            _finding(proposal_refusal, manifest, facts, proposal_refusal.severity or Severity.ERROR)
+        )
+        reported.add(proposal_refusal.id)
+    schedule = decision.recommend if decision else None
+    redirects: list[Rule] = []
+    seen = {schedule}
+    while schedule is not None:
+        rule = next((r for r in refusals if r.refuses_schedule(schedule)), None)
+        if rule is None:
+            break
+        redirects.append(rule)
+        schedule = rule.recommend
+        if schedule in seen:
+            raise ConfigError(
+                f"refusals redirect in a cycle: {' -> '.join(r.id for r in redirects)}",
+                rule.location,
+            )
+        seen.add(schedule)
+        if rule.id not in reported:
+            findings.append(_finding(rule, manifest, facts, rule.severity or Severity.INFO))
+            reported.add(rule.id)
+    proposed = facts.get("parallelism.schedule")
+    facts["decision.schedule"] = decision.recommend if decision else None
+    facts["decision.rule"] = decision.id if decision else None
+    facts["plan.schedule"] = schedule
+    facts["plan.proposal_acceptable"] = (
+        None
+        if proposed is None or decision is None
+        else proposed == schedule
+        or (schedule == decision.recommend and proposed in decision.acceptable)
+    )
+    for rule in policies.rules:
+        if rule.kind in ("reject", "advise") and rule.when.holds(facts):
+            findings.append(
+                _finding(rule, manifest, facts, rule.severity or KIND_SEVERITY[rule.kind])
+            )
+    return Outcome(decision, schedule, tuple(redirects), tuple(sorted(findings)), facts)

@@ -1,0 +1,179 @@
+"""The facts policies may test: the normalised manifest plus named derived facts.
+
+Every fact a policy names is checked against `FACTS` when the policy loads, so a typo is a
+positioned error, never a condition that silently evaluates false.
+
+Unset facts: a fact is *unset* (None) when the manifest leaves it out and it has no default, e.g.
+every ``parallelism.*`` fact when the manifest has no parallelism section, ``model.experts`` on a
+dense model, ``derived.microbatches`` when nothing is proposed. Every leaf test on an unset fact
+is false, ``not_equals`` and ``not_in`` included; only ``exists: false`` is true. Wrap a test in
+``not`` to make an unset fact count as a match.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from dpguard.manifest import Manifest
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb1p", "dualpipe", "dualpipev")
+PLAN_SCHEDULES = (*SCHEDULES, "none")
+
+
+@dataclass(frozen=True)
+class FactSpec:
+    path: str
+    type: str  # int | number | bool | str
+    description: str
+    choices: tuple[str, ...] = ()
+    anchor: str = ""  # manifest key a finding about this fact points at ("" = the fact itself)
+
+
+def _f(
+    path: str, type_: str, text: str, choices: tuple[str, ...] = (), anchor: str = ""
+) -> FactSpec:
+    return FactSpec(path, type_, text, choices, anchor)
+
+
+_SPECS = (
+    _f("metadata.name", "str", "run name"),
+    _f("cluster.gpus", "int", "total accelerators"),
+    _f("cluster.gpus_per_node", "int", "accelerators per node"),
+    _f("cluster.accelerator", "str", "canonical catalog id, or custom"),
+    _f(
+        "cluster.vendor",
+        "str",
+        "accelerator vendor",
+        ("nvidia", "amd", "intel", "custom"),
+        "cluster.accelerator",
+    ),
+    _f(
+        "cluster.family",
+        "str",
+        "accelerator family",
+        ("ampere", "hopper", "blackwell", "cdna3", "gaudi", "custom"),
+        "cluster.accelerator",
+    ),
+    _f("cluster.memory_gb", "number", "memory per accelerator, GiB", anchor="cluster.accelerator"),
+    _f(
+        "cluster.peak_tflops_bf16",
+        "number",
+        "dense BF16 peak per accelerator",
+        anchor="cluster.accelerator",
+    ),
+    _f("cluster.interconnect.inter_node_gbps_per_gpu", "number", "scale-out Gbit/s per GPU"),
+    _f(
+        "cluster.interconnect.intra_node",
+        "str",
+        "scale-up link",
+        ("nvlink", "xgmi", "pcie", "other"),
+    ),
+    _f("model.architecture", "str", "moe or dense", ("moe", "dense")),
+    _f("model.total_params", "int", "total parameters"),
+    _f("model.active_params", "int", "parameters active per token"),
+    _f("model.layers", "int", "transformer layers"),
+    _f("model.hidden_size", "int", "hidden size"),
+    _f("model.attention_heads", "int", "attention heads"),
+    _f("model.seq_len", "int", "sequence length"),
+    _f("model.vocab_size", "int", "vocabulary size"),
+    _f("model.experts", "int", "routed experts (unset on dense models)"),
+    _f("model.experts_per_token", "int", "experts per token (unset on dense models)"),
+    _f("training.tokens", "int", "training tokens"),
+    _f("training.global_batch_size", "int", "sequences per optimizer step"),
+    _f("training.micro_batch_size", "int", "sequences per micro-batch"),
+    _f("training.precision", "str", "compute precision", ("bf16", "fp8", "fp16")),
+    _f("training.zero_stage", "int", "ZeRO stage"),
+    _f("training.activation_recompute", "str", "recompute mode", ("none", "selective", "full")),
+    _f("parallelism.tensor", "int", "proposed tensor-parallel size (unset: nothing proposed)"),
+    _f("parallelism.pipeline", "int", "proposed pipeline depth P"),
+    _f("parallelism.virtual_stages", "int", "proposed virtual stages per rank"),
+    _f("parallelism.expert", "int", "proposed expert-parallel size"),
+    _f("parallelism.context", "int", "proposed context-parallel size"),
+    _f(
+        "parallelism.microbatches", "int", "micro-batch count as written (see derived.microbatches)"
+    ),
+    _f("parallelism.schedule", "str", "proposed schedule (unset: dpguard picks)", SCHEDULES),
+    _f("parallelism.untie_embeddings", "bool", "embedding and output weights untied"),
+    _f(
+        "communication.all_to_all_kernel",
+        "str",
+        "expert-parallel all-to-all kernel",
+        ("none", "nccl", "deepep", "pplx", "uccl-ep", "mori", "custom"),
+    ),
+    _f("derived.nodes", "int", "nodes = ceil(gpus / gpus_per_node)", anchor="cluster.gpus"),
+    _f(
+        "derived.proposed",
+        "bool",
+        "the manifest proposes a parallelism section",
+        anchor="parallelism",
+    ),
+    _f(
+        "derived.data_parallel", "int", "gpus / (tensor x pipeline x context)", anchor="parallelism"
+    ),
+    _f(
+        "derived.microbatches",
+        "int",
+        "M = global_batch / (micro_batch x data_parallel)",
+        anchor="parallelism.microbatches",
+    ),
+    _f("derived.microbatches_per_rank", "number", "M / P", anchor="parallelism.microbatches"),
+    _f(
+        "derived.stages",
+        "int",
+        "pipeline stages = P x virtual_stages",
+        anchor="parallelism.pipeline",
+    ),
+    _f("derived.layers_per_stage", "number", "layers / stages", anchor="parallelism.pipeline"),
+    _f(
+        "derived.layers_per_stage_whole",
+        "bool",
+        "layers divide evenly over the stages",
+        anchor="parallelism.pipeline",
+    ),
+    _f(
+        "decision.schedule", "str", "the decision table's schedule, before refusals", PLAN_SCHEDULES
+    ),
+    _f("decision.rule", "str", "id of the decision row that matched"),
+    _f("plan.schedule", "str", "the recommended schedule after refusals", PLAN_SCHEDULES),
+    _f(
+        "plan.proposal_acceptable",
+        "bool",
+        "proposed schedule is the plan's or acceptable to its decision row (unset: none proposed)",
+        anchor="parallelism.schedule",
+    ),
+)
+
+FACTS: dict[str, FactSpec] = {spec.path: spec for spec in _SPECS}
+ROOTS = frozenset(path.split(".")[0] for path in FACTS)
+
+
+def manifest_facts(manifest: Manifest) -> dict[str, Any]:
+    """Flat fact values read from the manifest (decision/plan facts come from the engine)."""
+    d = manifest.to_dict()
+    facts: dict[str, Any] = {"metadata.name": manifest.name}
+    for path in FACTS:
+        root, _, rest = path.partition(".")
+        if root in ("cluster", "model", "training", "parallelism", "communication"):
+            node: Any = d.get(root)
+            for part in rest.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            facts[path] = node
+    c, p = manifest.cluster, manifest.parallelism
+    facts["derived.nodes"] = math.ceil(c.gpus / c.gpus_per_node)
+    facts["derived.proposed"] = p is not None
+    facts["derived.data_parallel"] = manifest.data_parallel
+    facts["derived.microbatches"] = manifest.microbatches
+    facts["derived.microbatches_per_rank"] = None
+    facts["derived.stages"] = None
+    facts["derived.layers_per_stage"] = None
+    facts["derived.layers_per_stage_whole"] = None
+    if p is not None:
+        stages = p.pipeline * p.virtual_stages
+        facts["derived.stages"] = stages
+        facts["derived.layers_per_stage"] = manifest.model.layers / stages
+        facts["derived.layers_per_stage_whole"] = manifest.model.layers % stages == 0
+        if manifest.microbatches is not None:
+            facts["derived.microbatches_per_rank"] = manifest.microbatches / p.pipeline
+    return facts

@@ -1,0 +1,210 @@
+"""Load, check and layer policy sets. Policies fail closed: every problem is reported with its
+``file:line:col`` and the whole load fails (`PolicyError`, exit code 2), because a policy that
+cannot judge must never pass a manifest vacuously."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from functools import cache
+from pathlib import Path as FsPath
+from typing import Any
+
+from dpguard import resources
+from dpguard.errors import ConfigError, InputError
+from dpguard.findings import Severity
+from dpguard.policy import templates
+from dpguard.policy.conditions import ConditionProblem, leaves, parse
+from dpguard.policy.facts import FACTS
+from dpguard.policy.model import Policies, PolicySet, Rule
+from dpguard.policy.reach import unreachable_rows
+from dpguard.yamlsource import Path, SourceDoc, YamlLoadError, load_file
+
+SCHEMA_FILE = "policy.schema.json"
+DEFAULT_MAX_WAIVER_DAYS = 90
+
+
+class PolicyError(ConfigError):
+    """One or more problems in policy files; each line is ``file:line:col: message``."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("broken policy:\n  " + "\n  ".join(self.problems))
+
+
+@cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(resources.schema(SCHEMA_FILE))
+
+
+def _at(doc: SourceDoc, path: Path) -> str:
+    line, col = doc.position(path)
+    return f"{doc.name}:{line}:{col}"
+
+
+def _schema_problems(doc: SourceDoc) -> list[str]:
+    from dpguard.validate import schema_problems
+
+    out = []
+    for path, _code, message in schema_problems(_validator(), doc):
+        # Conditions get precise messages from the condition parser instead of oneOf noise.
+        if path[:1] == ("rules",) and "when" in path[2:]:
+            continue
+        out.append(f"{_at(doc, path)}: {message}")
+    return out
+
+
+def _rule(
+    doc: SourceDoc, index: int, data: dict[str, Any], set_name: str
+) -> tuple[Rule | None, list[str]]:
+    base: Path = ("rules", index)
+    problems = [
+        f"{_at(doc, (*base, 'message'))}: message {problem}"
+        for problem in templates.check_message(data["message"])
+    ]
+    try:
+        when = parse(data["when"], (*base, "when"))
+    except ConditionProblem as exc:
+        return None, [f"{_at(doc, exc.path)}: {exc}", *problems]
+    kind = data["kind"]
+    first_fact = next((leaf.fact for leaf in leaves(when)), "")
+    at = data.get("at", first_fact)
+    if at not in FACTS:
+        problems.append(f"{_at(doc, (*base, 'at'))}: unknown fact {at!r} in at")
+    severity = data.get("severity")
+    rule = Rule(
+        id=data["id"],
+        kind=kind,
+        title=data["title"],
+        severity=Severity(severity) if severity else None,
+        when=when,
+        message=data["message"],
+        docs=data["docs"],
+        waivable=data.get("waivable", kind != "reject"),
+        at=at,
+        recommend=data.get("recommend", {}).get("schedule"),
+        acceptable=tuple(data.get("acceptable", ())),
+        refuses=tuple(data.get("refuses", ())),
+        precedence=data.get("precedence", 0),
+        override=data.get("override", False),
+        policy=set_name,
+        location=_at(doc, base),
+    )
+    return rule, problems
+
+
+def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
+    """Parse one policy file; returns the set (None if unusable) and its problems."""
+    try:
+        doc = load_file(path)
+        raw = FsPath(path).read_bytes()
+    except YamlLoadError as exc:
+        return None, [f"{path}:{exc.position.line}:{exc.position.col}: {exc.message}"]
+    problems = _schema_problems(doc)
+    if problems:
+        return None, problems
+    data = doc.data
+    name = data["metadata"]["name"]
+    rules: list[Rule] = []
+    seen: dict[str, str] = {}
+    for index, rule_data in enumerate(data["rules"]):
+        rule, rule_problems = _rule(doc, index, rule_data, name)
+        problems += rule_problems
+        if rule is None:
+            continue
+        if rule.id in seen:
+            problems.append(
+                f"{rule.location}: duplicate rule id {rule.id} (first at {seen[rule.id]})"
+            )
+        seen[rule.id] = rule.location
+        rules.append(rule)
+    for row, winner in unreachable_rows([r for r in rules if r.kind == "decision"]):
+        problems.append(
+            f"{row.location}: decision row {row.id} can never match: the earlier row "
+            f"{winner.id} ({winner.location}) always wins"
+        )
+    settings = data.get("settings", {})
+    policy_set = PolicySet(
+        name=name,
+        version=data["metadata"]["version"],
+        digest="sha256:" + hashlib.sha256(raw).hexdigest()[:16],
+        path=path,
+        rules=tuple(rules),
+        disable=tuple(settings.get("disable", ())),
+        max_waiver_days=settings.get("max_waiver_days"),
+    )
+    return policy_set, problems
+
+
+def expand(paths: Iterable[str]) -> list[str]:
+    """Files as given; directories contribute their *.yaml files in name order."""
+    out: list[str] = []
+    for path in paths:
+        p = FsPath(path)
+        if p.is_dir():
+            out += sorted(str(f) for f in p.glob("*.yaml") if f.is_file())
+        elif p.is_file():
+            out.append(path)
+        else:
+            raise InputError(f"{path}: no such policy file or directory")
+    return out
+
+
+def shipped_paths() -> list[str]:
+    root = resources.packaged("dpguard.policies")
+    return sorted(
+        str(root / entry.name) for entry in root.iterdir() if entry.name.endswith(".yaml")
+    )
+
+
+def layer(sets: Sequence[PolicySet]) -> tuple[Policies, list[str]]:
+    """Apply sets in order: later sets add rules, override by id only with `override: true`,
+    and disable rules by id."""
+    problems: list[str] = []
+    rules: dict[str, Rule] = {}
+    for policy_set in sets:
+        for rule in policy_set.rules:
+            if rule.id in rules and not rule.override:
+                problems.append(
+                    f"{rule.location}: rule {rule.id} is already defined by "
+                    f"{rules[rule.id].policy} ({rules[rule.id].location}); set override: true "
+                    "to replace it"
+                )
+                continue
+            if rule.override and rule.id not in rules:
+                problems.append(
+                    f"{rule.location}: override of {rule.id}, which no earlier set defines"
+                )
+            rules[rule.id] = (
+                rule  # dict keeps the first insertion position: overrides stay in place
+            )
+        for rule_id in policy_set.disable:
+            if rules.pop(rule_id, None) is None:
+                problems.append(f"{policy_set.path}: disable names unknown rule {rule_id}")
+    effective = tuple(rules.values())
+    days = [s.max_waiver_days for s in sets if s.max_waiver_days is not None]
+    if not any(r.kind == "decision" for r in effective):
+        problems.append("no decision rules are loaded: dpguard cannot recommend a schedule")
+    policies = Policies(tuple(sets), effective, days[-1] if days else DEFAULT_MAX_WAIVER_DAYS)
+    return policies, problems
+
+
+def load_policies(extra: Sequence[str] = (), disable: Sequence[str] = ()) -> Policies:
+    """The shipped sets, then `extra` sets in order; raises PolicyError listing every problem."""
+    problems: list[str] = []
+    sets: list[PolicySet] = []
+    for path in [*shipped_paths(), *expand(extra)]:
+        policy_set, set_problems = load_set(path)
+        problems += set_problems
+        if policy_set is not None:
+            sets.append(policy_set)
+    if disable:
+        sets.append(PolicySet("config", "0.0.0", "", ".dpguard.yaml", (), tuple(disable)))
+    policies, layer_problems = layer(sets)
+    problems += layer_problems
+    if problems:
+        raise PolicyError(problems)
+    return replace(policies)

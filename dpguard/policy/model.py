@@ -1,0 +1,61 @@
+"""Loaded policies as immutable records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dpguard.findings import Severity
+from dpguard.policy.conditions import Condition
+
+KIND_SEVERITY = {"decision": Severity.INFO, "reject": Severity.ERROR, "advise": Severity.WARNING}
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    kind: str  # decision | reject | refuse | advise
+    title: str
+    severity: Severity | None  # None: the kind's default (see KIND_SEVERITY; refuse decides late)
+    when: Condition
+    message: str  # Jinja template source
+    docs: str
+    waivable: bool
+    at: str  # fact path whose manifest position a finding points at
+    recommend: str | None = None
+    acceptable: tuple[str, ...] = ()
+    refuses: tuple[str, ...] = ()
+    precedence: int = 0
+    override: bool = False
+    policy: str = ""  # name of the set that defined it
+    location: str = ""  # file:line:col of the rule
+
+    def refuses_schedule(self, schedule: str | None) -> bool:
+        if schedule is None or schedule == "none":
+            return False
+        return schedule in self.refuses or "any" in self.refuses
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    name: str
+    version: str
+    digest: str  # sha256 of the file bytes, so a reviewer sees exactly which rules judged
+    path: str
+    rules: tuple[Rule, ...]
+    disable: tuple[str, ...] = ()
+    max_waiver_days: int | None = None
+
+
+@dataclass(frozen=True)
+class Policies:
+    """The effective rule list after layering sets in order (later sets override/disable)."""
+
+    sets: tuple[PolicySet, ...]
+    rules: tuple[Rule, ...]
+    max_waiver_days: int
+
+    def by_kind(self, kind: str) -> tuple[Rule, ...]:
+        return tuple(r for r in self.rules if r.kind == kind)
+
+    def get(self, rule_id: str) -> Rule | None:
+        return next((r for r in self.rules if r.id == rule_id), None)

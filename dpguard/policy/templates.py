@@ -1,0 +1,114 @@
+"""Rule messages: Jinja templates over the facts, in a sandbox, with undefined names as errors.
+
+`check_message` runs when a policy loads, so a message that names a fact that does not exist is
+a policy error at load time rather than a crash (or an empty string) during a review.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from functools import cache
+from typing import Any
+
+from dpguard.policy.conditions import hint
+from dpguard.policy.facts import FACTS, ROOTS
+
+EXTRA_NAMES = frozenset({"rule"})
+
+
+def _pct(value: Any, digits: int = 1) -> str:
+    return f"{float(value) * 100:.{digits}f}%"
+
+
+def _thousands(value: Any) -> str:
+    return f"{value:,.0f}" if isinstance(value, float) else f"{value:,}"
+
+
+@cache
+def environment() -> Any:
+    from jinja2 import StrictUndefined
+    from jinja2.sandbox import SandboxedEnvironment
+
+    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+    env.filters["pct"] = _pct
+    env.filters["thousands"] = _thousands
+    return env
+
+
+def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """{"a.b": 1} -> {"a": {"b": 1}} for template access as a.b."""
+    out: dict[str, Any] = {}
+    for path, value in flat.items():
+        node = out
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def _chain(node: Any) -> list[str] | None:
+    from jinja2 import nodes
+
+    parts: list[str] = []
+    while True:
+        if isinstance(node, nodes.Getattr):
+            parts.append(node.attr)
+            node = node.node
+        elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+            parts.append(str(node.arg.value))
+            node = node.node
+        elif isinstance(node, nodes.Name):
+            parts.append(node.name)
+            return parts[::-1]
+        else:
+            return None
+
+
+def _references(ast: Any) -> Iterator[list[str]]:
+    from jinja2 import nodes
+
+    assigned = {n.name for n in ast.find_all(nodes.Name) if n.ctx in ("store", "param")}
+
+    def visit(node: Any) -> Iterator[list[str]]:
+        if isinstance(node, (nodes.Getattr, nodes.Getitem, nodes.Name)):
+            chain = _chain(node)
+            if chain is not None:
+                if chain[0] not in assigned and node.ctx == "load":
+                    yield chain
+                return
+        for child in node.iter_child_nodes():
+            yield from visit(child)
+
+    yield from visit(ast)
+
+
+def _unknown(chain: list[str]) -> str | None:
+    root = chain[0]
+    if root in EXTRA_NAMES:
+        return None
+    if root not in ROOTS:
+        return f"uses undefined name {root!r}{hint(root, sorted(ROOTS | EXTRA_NAMES))}"
+    for i in range(2, len(chain) + 1):
+        path = ".".join(chain[:i])
+        if path in FACTS:
+            return None  # anything further is an attribute of the value itself
+        if not any(fact.startswith(path + ".") for fact in FACTS):
+            return f"uses unknown fact {path!r}{hint(path, FACTS)}"
+    return None
+
+
+def check_message(source: str) -> list[str]:
+    """Problems with a message template: syntax errors and unknown facts."""
+    from jinja2 import TemplateSyntaxError
+
+    try:
+        ast = environment().parse(source)
+    except TemplateSyntaxError as exc:
+        return [f"is not a valid template: {exc.message} (template line {exc.lineno})"]
+    return [p for p in (_unknown(c) for c in _references(ast)) if p is not None]
+
+
+def render_message(source: str, facts: Mapping[str, Any], rule: Mapping[str, Any]) -> str:
+    template = environment().from_string(source)
+    return " ".join(template.render({**nest(facts), "rule": rule}).split())
