@@ -1,0 +1,272 @@
+"""The one discrete-event simulator behind every schedule.
+
+Model (schedules.md section 1): each device runs its ops in the given order; an op starts when
+its device is free and its dependencies have finished; communication takes no time.
+Dependencies: F(s,m) after F(s-1,m); B or I(s,m) after F(s,m) and after B or I(s+1,m) (the
+last stage needs only its own F); W(s,m) after I(s,m). An overlapped pair needs both halves'
+dependencies and finishes both at its end.
+
+Because each device's order is fixed, start times are the longest paths of a DAG and do not
+depend on the order in which ops are evaluated. The simulator is therefore a single pass with
+one pointer per rank and a stack of ranks that may proceed: a rank runs ops until one has an
+unfinished dependency, parks on that dependency, and is woken when it finishes. Each op is
+handled once, so the cost is linear in the number of ops. If no rank can proceed while some are
+unfinished, the orders deadlock and `DeadlockError` shows the rank x step grid.
+
+Times are integers ("ticks"): op times are scaled by the least common denominator so the
+arithmetic is exact and fast; `Timeline.scale` converts back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import lcm
+
+from dpguard.errors import DeadlockError
+from dpguard.schedules.ops import FB, B, F, I, Layout, Op, OpTimes, OrderError, W
+from dpguard.schedules.orders import Orders
+
+_DEADLOCK_WINDOW = 12  # steps shown per rank in a deadlock report
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Result of one run, in integer ticks (``value / scale`` is the time)."""
+
+    layout: Layout
+    orders: Orders
+    starts: tuple[tuple[int, ...], ...]
+    ticks: dict[str, int]
+    scale: int
+    makespan: int
+    busy: tuple[int, ...]
+    peak_activations: tuple[int, ...]
+    sends: tuple[int, ...]
+    recvs: tuple[int, ...]
+    events: int
+
+
+def tick_table(times: OpTimes) -> tuple[dict[str, int], int]:
+    """Op durations as integers, and the scale that maps them back to `Fraction` times."""
+    values = {k: times.of(k) for k in (F, B, I, W, FB)}
+    scale = lcm(*(v.denominator for v in values.values()))
+    return {k: int(v * scale) for k, v in values.items()}, scale
+
+
+def label(op: Op) -> str:
+    """Compact op name for error messages: 'F(p0,s3,m2)' or 'F(p0,s3,m2)&B(...)'."""
+    text = f"{op.kind[0]}(p{op.pipe},s{op.stage},m{op.mb})"
+    if op.kind == FB:
+        text += f"&B(p{op.b_pipe},s{op.b_stage},m{op.b_mb})"
+    return text
+
+
+def _awaited(layout: Layout, item: int, is_backward: bool) -> str:
+    """Name the op behind a dependency and the rank that must run it."""
+    rest, mb = divmod(item, layout.microbatches_per_pipe)
+    pipe, stage = divmod(rest, layout.stages)
+    what = "B/I" if is_backward else "F"
+    return f"{what}(p{pipe},s{stage},m{mb}) on rank {layout.rank_of[pipe][stage]}"
+
+
+def _deadlock(orders: Orders, pos: list[int], why: dict[int, str]) -> str:
+    lo = max(0, min(p for r, p in enumerate(pos) if p < len(orders[r])) - 2)
+    hi = lo + _DEADLOCK_WINDOW
+    head = f"steps {lo}..{hi - 1} of each rank's order:"
+    lines = [
+        "schedule deadlock (a generator bug): no rank can run its next op; "
+        "[op] marks where each rank is stuck, * marks done ops",
+        head,
+    ]
+    for r, order in enumerate(orders):
+        cells = []
+        for step in range(lo, min(hi, len(order))):
+            name = label(order[step])
+            cells.append(f"[{name}]" if step == pos[r] else (f"*{name}" if step < pos[r] else name))
+        state = "finished" if pos[r] >= len(order) else f"waits for {why.get(r, '?')}"
+        lines.append(f"rank {r:>3} | " + " ".join(cells) + f"   ({state})")
+    return "\n".join(lines)
+
+
+def _item_bases(layout: Layout) -> list[list[list[int]]]:
+    """Per rank, ``[pipe][stage] -> index of (pipe, stage, mb 0)``, or -1 for stages the rank
+    does not hold, so that an op placed on the wrong rank is caught by one comparison."""
+    n_stages, mbs = layout.stages, layout.microbatches_per_pipe
+    return [
+        [
+            [(p * n_stages + s) * mbs if row[s] == r else -1 for s in range(n_stages)]
+            for p, row in enumerate(layout.rank_of)
+        ]
+        for r in range(layout.ranks)
+    ]
+
+
+def run(layout: Layout, orders: Orders, times: OpTimes) -> Timeline:
+    """Simulate `orders` on `layout`; raise DeadlockError / OrderError on generator bugs."""
+    ticks, scale = tick_table(times)
+    t_f, t_b, t_i, t_w, t_fb = ticks[F], ticks[B], ticks[I], ticks[W], ticks[FB]
+    ranks, last, mbs = layout.ranks, layout.stages - 1, layout.microbatches_per_pipe
+    size = layout.pipes * layout.stages * mbs
+    # Work item (pipe, stage, mb) has index (pipe*S + stage)*mbs + mb, so the same micro-batch
+    # one stage later is `mbs` further on. f_end/b_end hold the end tick of its F / its B or I
+    # (-1 = not yet). A rank blocked on f_end[i] parks under key i, on b_end[i] under size + i.
+    f_end = [-1] * size
+    b_end = [-1] * size
+    w_state = bytearray(size)  # 1: ran as I and owes a W; 2: its W ran
+    bases = _item_bases(layout)
+
+    pos = [0] * ranks
+    clock = [0] * ranks
+    busy = [0] * ranks
+    lives = [0] * ranks  # activations held: +1 at each F, -1 at each B or I (schedules.md s5)
+    peak = [0] * ranks
+    starts: list[list[int]] = [[] for _ in range(ranks)]
+    waiting: dict[int, list[int]] = {}
+    why: dict[int, str] = {}
+    stack = list(range(ranks - 1, -1, -1))
+
+    def bug(r: int, step: int, problem: str) -> OrderError:
+        op = orders[r][step]
+        return OrderError([f"rank {r} step {step}: {label(op)} {problem} (generator bug)"])
+
+    while stack:
+        r = stack.pop()
+        order, i, t, st, base = orders[r], pos[r], clock[r], starts[r], bases[r]
+        live, top, work = lives[r], peak[r], busy[r]
+        n_ops = len(order)
+        while i < n_ops:
+            op = order[i]
+            kind = op[0]
+            item = base[op[1]][op[2]]
+            if item < 0 or not 0 <= op[3] < mbs:
+                raise bug(r, i, "names a stage or micro-batch this rank does not hold")
+            item += op[3]
+            ready = t
+            wait = -1
+            if kind in (F, FB):
+                if op[2]:
+                    d = f_end[item - mbs]
+                    if d < 0:
+                        wait = item - mbs
+                    elif d > ready:
+                        ready = d
+                if kind == FB and wait < 0:
+                    stage = op[5]
+                    b_item = base[op[4]][stage]
+                    if b_item < 0 or not 0 <= op[6] < mbs:
+                        raise bug(r, i, "names a stage or micro-batch this rank does not hold")
+                    b_item += op[6]
+                    d = f_end[b_item]
+                    if d < 0:
+                        wait = b_item
+                    elif d > ready:
+                        ready = d
+                    if stage < last and wait < 0:
+                        d = b_end[b_item + mbs]
+                        if d < 0:
+                            wait = size + b_item + mbs
+                        elif d > ready:
+                            ready = d
+            elif kind == W:
+                d = b_end[item]
+                if d < 0:
+                    wait = size + item
+                elif d > ready:
+                    ready = d
+            else:
+                d = f_end[item]
+                if d < 0:
+                    wait = item
+                elif d > ready:
+                    ready = d
+                if op[2] < last and wait < 0:
+                    d = b_end[item + mbs]
+                    if d < 0:
+                        wait = size + item + mbs
+                    elif d > ready:
+                        ready = d
+            if wait >= 0:
+                waiting.setdefault(wait, []).append(r)
+                why[r] = _awaited(layout, wait % size, wait >= size)
+                break
+
+            st.append(ready)
+            if kind == FB:
+                t = ready + t_fb
+                if f_end[item] >= 0 or b_end[b_item] >= 0:
+                    raise bug(r, i, "runs twice")
+                f_end[item] = b_end[b_item] = t
+                # the forward allocates before the paired backward frees (schedules.md s5)
+                if live + 1 > top:
+                    top = live + 1
+                woken = waiting.pop(item, None)
+                if woken:
+                    stack.extend(woken)
+                woken = waiting.pop(size + b_item, None)
+            elif kind == F:
+                t = ready + t_f
+                if f_end[item] >= 0:
+                    raise bug(r, i, "runs twice")
+                f_end[item] = t
+                live += 1
+                if live > top:
+                    top = live
+                woken = waiting.pop(item, None)
+            elif kind == W:
+                if w_state[item] != 1:
+                    raise bug(r, i, "has no pending I (a second W, or W after a full B)")
+                w_state[item] = 2
+                t = ready + t_w
+                woken = None
+            else:
+                t = ready + (t_b if kind == B else t_i)
+                if b_end[item] >= 0:
+                    raise bug(r, i, "runs twice")
+                b_end[item] = t
+                if kind == I:
+                    w_state[item] = 1
+                live -= 1
+                woken = waiting.pop(size + item, None)
+            if woken:
+                stack.extend(woken)
+            work += t - ready
+            i += 1
+        pos[r], clock[r], lives[r], peak[r], busy[r] = i, t, live, top, work
+
+    if any(pos[r] < len(orders[r]) for r in range(ranks)):
+        raise DeadlockError([_deadlock(orders, pos, why)])
+    if -1 in f_end or -1 in b_end or 1 in w_state:
+        raise OrderError(["the orders leave some F, backward or W never run (generator bug)"])
+    sends, recvs = _messages(layout)
+    return Timeline(
+        layout=layout,
+        orders=orders,
+        starts=tuple(tuple(x) for x in starts),
+        ticks=ticks,
+        scale=scale,
+        makespan=max(clock, default=0),
+        busy=tuple(busy),
+        peak_activations=tuple(peak),
+        sends=sends,
+        recvs=recvs,
+        events=sum(len(o) for o in orders),
+    )
+
+
+def _messages(layout: Layout) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """P2P sends and receives per rank (schedules.md section 6).
+
+    One message is one activation (F of stage s to stage s+1) or one input gradient (B or I of
+    stage s to stage s-1) crossing devices; DualPipeV's turn of the V is a local hand-over.
+    `run` has checked that every F and every backward ran exactly once, so the per-item
+    counts follow from the layout.
+    """
+    sends = [0] * layout.ranks
+    recvs = [0] * layout.ranks
+    for row in layout.rank_of:
+        for s in range(len(row) - 1):
+            if row[s] != row[s + 1]:  # activation down, gradient back up
+                for src, dst in ((row[s], row[s + 1]), (row[s + 1], row[s])):
+                    sends[src] += layout.microbatches_per_pipe
+                    recvs[dst] += layout.microbatches_per_pipe
+    return tuple(sends), tuple(recvs)

@@ -1,0 +1,207 @@
+"""The schedule registry: name -> constraints, order generator, closed form, memory factors.
+
+Constraints follow the reference implementation each generator reproduces. Where DeepSeek and
+torch differ, dpguard follows DeepSeek for DualPipe and DualPipeV (deepseek-ai/DualPipe
+`step()` asserts) and torch for interleaved 1F1B (`M % max(1, M // P) == 0`, which admits
+every M that Megatron's ``M % P == 0`` admits, and more). GPipe, 1F1B and ZB1P are the
+textbook orders and accept any M >= 1 (torch's `Schedule1F1B` would reject M < P).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dpguard.schedules import closed_forms, dualpipe, orders
+from dpguard.schedules.closed_forms import ClosedForm
+from dpguard.schedules.ops import FB as FB_KIND
+from dpguard.schedules.ops import B, F, I, Layout, OpTimes, W
+from dpguard.schedules.orders import Orders
+
+Generator = Callable[[int, int, int], tuple[Layout, Orders]]
+ClosedFormFn = Callable[[int, int, int, OpTimes], ClosedForm]
+ConstraintFn = Callable[[int, int, int], list[str]]
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """One schedule. Memory factors are per device, relative to 1F1B on the same devices.
+
+    ``param_copies``: parameter bytes per device (DualPipe keeps two model copies; DualPipeV's
+    two chunks of 1/(2N) of the model weigh the same as 1F1B's one chunk of 1/N, schedules.md
+    s5). ``chunk_size(v)``: one stage chunk relative to a 1F1B stage (1/P of the model): 1/v
+    for interleaved, 1/2 for DualPipeV, else 1. It scales activations (peak count x chunk)
+    and, in `compare`, the op times, so that every schedule does the same work per device.
+    """
+
+    name: str
+    title: str
+    reference: str
+    generate: Generator
+    closed_form: ClosedFormFn
+    constraints: ConstraintFn
+    param_copies: Fraction
+    chunk_size: Callable[[int], Fraction]
+    stages: Callable[[int, int], int]
+    op_kinds: frozenset[str]  # which op times the schedule uses
+    uses_virtual_stages: bool = False
+
+
+def _none(ranks: int, microbatches: int, v: int) -> list[str]:
+    return []
+
+
+def _interleaved(ranks: int, microbatches: int, v: int) -> list[str]:
+    rounds, _ = orders.interleaved_rounds(ranks, microbatches)
+    if microbatches % rounds:
+        return [
+            f"interleaved-1f1b needs micro-batches divisible by the number of rounds "
+            f"max(1, M // P) = {rounds} (got M={microbatches}, P={ranks}) "
+            "[torch ScheduleInterleaved1F1B: M % max(1, M // P) == 0]"
+        ]
+    return []
+
+
+def _dualpipe(ranks: int, microbatches: int, v: int) -> list[str]:
+    problems = []
+    if ranks % 2:
+        problems.append(
+            f"dualpipe needs an even number of ranks (got {ranks}) "
+            "[deepseek-ai/DualPipe dualpipe.py: num_ranks % 2 == 0]"
+        )
+    if microbatches % 2:
+        problems.append(
+            f"dualpipe needs an even number of micro-batches, M/2 per direction "
+            f"(got {microbatches}) [dualpipe.py: num_chunks % 2 == 0]"
+        )
+    if microbatches < 2 * ranks:
+        problems.append(
+            f"dualpipe needs micro-batches >= 2 x ranks = {2 * ranks} (got {microbatches}) "
+            "[dualpipe.py: num_chunks >= num_ranks * 2]"
+        )
+    return problems
+
+
+def _dualpipev(ranks: int, microbatches: int, v: int) -> list[str]:
+    if microbatches < 2 * ranks:
+        return [
+            f"dualpipev needs micro-batches >= 2 x ranks = {2 * ranks} (got {microbatches}) "
+            "[deepseek-ai/DualPipe dualpipev.py: num_chunks >= num_ranks * 2]"
+        ]
+    return []
+
+
+def _one(v: int) -> Fraction:
+    return Fraction(1)
+
+
+def _p(ranks: int, v: int) -> int:
+    return ranks
+
+
+FULL = frozenset({F, B})
+SCHEDULES: dict[str, ScheduleSpec] = {
+    spec.name: spec
+    for spec in (
+        ScheduleSpec(
+            name="gpipe",
+            title="GPipe",
+            reference="arXiv 1811.06965; torch ScheduleGPipe",
+            generate=orders.gpipe,
+            closed_form=closed_forms.one_f_one_b,
+            constraints=_none,
+            param_copies=Fraction(1),
+            chunk_size=_one,
+            stages=_p,
+            op_kinds=FULL,
+        ),
+        ScheduleSpec(
+            name="1f1b",
+            title="1F1B",
+            reference="arXiv 2104.04473 s2.2.1 (PipeDream-flush)",
+            generate=orders.one_f_one_b,
+            closed_form=closed_forms.one_f_one_b,
+            constraints=_none,
+            param_copies=Fraction(1),
+            chunk_size=_one,
+            stages=_p,
+            op_kinds=FULL,
+        ),
+        ScheduleSpec(
+            name="interleaved-1f1b",
+            title="interleaved 1F1B",
+            reference="arXiv 2104.04473 s2.2.2; torch ScheduleInterleaved1F1B",
+            generate=orders.interleaved_1f1b,
+            closed_form=closed_forms.interleaved,
+            constraints=_interleaved,
+            param_copies=Fraction(1),
+            chunk_size=lambda v: Fraction(1, v),
+            stages=lambda ranks, v: ranks * v,
+            op_kinds=FULL,
+            uses_virtual_stages=True,
+        ),
+        ScheduleSpec(
+            name="zb1p",
+            title="ZB1P (ZB-H1)",
+            reference="arXiv 2401.10241 s3.1; torch ScheduleInterleavedZeroBubble, 1 stage/rank",
+            generate=orders.zb1p,
+            closed_form=closed_forms.zb1p,
+            constraints=_none,
+            param_copies=Fraction(1),
+            chunk_size=_one,
+            stages=_p,
+            op_kinds=frozenset({F, I, W}),
+        ),
+        ScheduleSpec(
+            name="dualpipe",
+            title="DualPipe",
+            reference="arXiv 2412.19437 s3.2.1; deepseek-ai/DualPipe dualpipe.py",
+            generate=dualpipe.dualpipe,
+            closed_form=closed_forms.dualpipe,
+            constraints=_dualpipe,
+            param_copies=Fraction(2),
+            chunk_size=_one,
+            stages=_p,
+            op_kinds=frozenset({F, B, I, W, FB_KIND}),
+        ),
+        ScheduleSpec(
+            name="dualpipev",
+            title="DualPipeV",
+            reference="deepseek-ai/DualPipe dualpipev.py",
+            generate=dualpipe.dualpipev,
+            closed_form=closed_forms.dualpipev,
+            constraints=_dualpipev,
+            param_copies=Fraction(1),
+            chunk_size=lambda v: Fraction(1, 2),
+            stages=lambda ranks, v: 2 * ranks,
+            op_kinds=frozenset({F, B, I, W, FB_KIND}),
+        ),
+    )
+}
+
+
+def check(schedule: str, ranks: int, microbatches: int, virtual_stages: int = 1) -> tuple[str, ...]:
+    """Every violated constraint, one message each; empty when the inputs are valid.
+
+    Never raises, so the policy engine can call it on untrusted manifest values.
+    """
+    spec = SCHEDULES.get(schedule)
+    if spec is None:
+        return (f"unknown schedule {schedule!r}; valid: {', '.join(SCHEDULES)}",)
+    problems = []
+    for what, value in (
+        ("ranks", ranks),
+        ("micro-batches", microbatches),
+        ("virtual stages", virtual_stages),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"{what} must be an integer >= 1 (got {value!r})")
+    if problems:
+        return tuple(problems)
+    if virtual_stages != 1 and not spec.uses_virtual_stages:
+        problems.append(
+            f"{schedule} runs one stage per rank; virtual stages must be 1 (got {virtual_stages})"
+        )
+    problems += spec.constraints(ranks, microbatches, virtual_stages)
+    return tuple(problems)
