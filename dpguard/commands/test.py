@@ -1,0 +1,47 @@
+"""`dpguard test [PATH...]`: run policy test cases written in YAML."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "run policy test cases (kind: PolicyTest); default: the shipped cases"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths", nargs="*", metavar="PATH", help="test files or directories of *.yaml files"
+    )
+    parser.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="extra policy set file or directory, layered over the shipped ones (repeatable)",
+    )
+    parser.add_argument(
+        "--require-coverage",
+        action="store_true",
+        help="fail when a loaded rule has no case in which it fires or none in which it is silent",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpguard.exitcodes import ExitCode
+    from dpguard.policy.load import expand, load_policies
+    from dpguard.policy.testing import run_files, shipped_tests
+
+    policies = load_policies(args.policy)
+    paths = expand(args.paths) if args.paths else shipped_tests()
+    result = run_files(paths, policies)
+    for case in result.cases:
+        for line in case.lines():
+            print(line)
+    failed = result.failed > 0
+    if args.require_coverage and result.uncovered:
+        for gap in result.uncovered:
+            print(f"coverage: {gap}")
+        failed = True
+    print(f"{result.passed} passed, {result.failed} failed")
+    sys.stdout.flush()
+    return ExitCode.FAILED if failed else ExitCode.OK

@@ -1,0 +1,241 @@
+"""Policy test cases written in YAML (`kind: PolicyTest`), run without Python.
+
+Each case names a manifest (a name from the file's top-level ``manifests:`` mapping, else a path
+relative to the test file; or an inline mapping), an optional
+`patch` deep-merged over it, and what to expect: the recommended `schedule`, the `decision` row,
+rule ids that must fire and ids that must stay silent, or `valid: false` with validation `codes`.
+
+A rule *fires* when it produces a finding; a decision row fires when it is the row that matched.
+A refusal that holds but redirects nothing produces no finding, so it does not fire: that is what
+makes precedence testable (``not_fired: [RF002]`` when RF003 already refused everything).
+
+The core never prints: `run_files` returns values that `dpguard.commands.test` formats.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path as FsPath
+from typing import Any
+
+from dpguard import resources
+from dpguard.catalog import Catalog, load_catalog
+from dpguard.errors import ConfigError
+from dpguard.manifest import build_manifest
+from dpguard.policy.engine import evaluate
+from dpguard.policy.facts import manifest_facts
+from dpguard.policy.model import Policies
+from dpguard.validate import validate
+from dpguard.yamlsource import Path, Position, SourceDoc, YamlLoadError, load_file
+
+SCHEMA_FILE = "policytest.schema.json"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    file: str
+    line: int
+    col: int
+    name: str
+    failures: tuple[str, ...]  # "expected X, got Y", one per unmet expectation
+    fired: frozenset[str] = frozenset()
+    evaluated: bool = False  # the manifest was valid and the policies judged it
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def lines(self) -> list[str]:
+        return [f"{self.file}:{self.line}:{self.col}: case {self.name}: {f}" for f in self.failures]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    cases: tuple[CaseResult, ...]
+    uncovered: tuple[str, ...] = field(default=())  # "RULE: never fires" / "never stays silent"
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for c in self.cases if c.passed)
+
+    @property
+    def failed(self) -> int:
+        return len(self.cases) - self.passed
+
+
+@cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(resources.schema(SCHEMA_FILE))
+
+
+def shipped_tests() -> list[str]:
+    root = resources.packaged("dpguard.policies", "tests")
+    return sorted(str(root / e.name) for e in root.iterdir() if e.name.endswith(".yaml"))
+
+
+def merge(base: Any, patch: Any) -> Any:
+    """Deep merge: mappings merge key by key, a None value deletes the key, anything else
+    replaces. Neither argument is modified."""
+    if not isinstance(base, dict) or not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(base)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge(out.get(key), value)
+    return out
+
+
+def source_from_data(data: dict[str, Any], name: str, at: Position) -> SourceDoc:
+    """A SourceDoc for data built in memory: every key and value sits at `at` (the case)."""
+    positions: dict[Path, Position] = {}
+
+    def walk(node: Any, path: Path) -> None:
+        items: Iterable[tuple[Any, Any]] = ()
+        if isinstance(node, dict):
+            items = node.items()
+        elif isinstance(node, list):
+            items = enumerate(node)
+        for key, value in items:
+            positions[(*path, key)] = at
+            walk(value, (*path, key))
+
+    walk(data, ())
+    return SourceDoc(name, data, positions, dict(positions))
+
+
+def _at(doc: SourceDoc, path: Path) -> str:
+    line, col = doc.position(path)
+    return f"{doc.name}:{line}:{col}"
+
+
+def load_cases(path: str) -> SourceDoc:
+    """Load and schema-check one test file; ConfigError (exit 2) lists every problem."""
+    from dpguard.validate import schema_problems
+
+    try:
+        doc = load_file(path)
+    except YamlLoadError as exc:
+        raise ConfigError(exc.message, f"{path}:{exc.position.line}:{exc.position.col}") from None
+    problems = [
+        f"{_at(doc, p)}: {message}" for p, _code, message in schema_problems(_validator(), doc)
+    ]
+    if problems:
+        raise ConfigError("broken policy test file:\n  " + "\n  ".join(problems))
+    return doc
+
+
+def _manifest_data(doc: SourceDoc, index: int, case: Mapping[str, Any]) -> dict[str, Any]:
+    source = case["manifest"]
+    named = doc.data.get("manifests", {})
+    if isinstance(source, str) and source in named:
+        data = named[source]
+    elif isinstance(source, str):
+        target = FsPath(doc.name).parent / source
+        try:
+            data = load_file(str(target)).data
+        except YamlLoadError as exc:
+            raise ConfigError(
+                f"manifest {source} cannot be loaded: {exc.message}",
+                _at(doc, ("cases", index, "manifest")),
+            ) from None
+        except Exception as exc:  # InputError: missing file
+            raise ConfigError(str(exc), _at(doc, ("cases", index, "manifest"))) from None
+    else:
+        data = source
+    return merge(data, case.get("patch", {}))
+
+
+def _ids(ids: Iterable[str]) -> str:
+    listed = sorted(ids)
+    return "[" + ", ".join(listed) + "]"
+
+
+def run_case(doc: SourceDoc, index: int, policies: Policies, catalog: Catalog) -> CaseResult:
+    case = doc.data["cases"][index]
+    line, col = doc.position(("cases", index, "name"))
+    expect = case["expect"]
+    data = _manifest_data(doc, index, case)
+    mdoc = source_from_data(data, doc.name, Position(line, col))
+    findings = validate(mdoc, catalog)
+    failures: list[str] = []
+    codes = {f.code for f in findings}
+    result = CaseResult(doc.name, line, col, case["name"], ())
+    if findings:
+        if expect.get("valid", True):
+            shown = "; ".join(f"{f.code} {f.message}" for f in findings)
+            failures.append(f"expected a valid manifest, got {shown}")
+        else:
+            missing = set(expect.get("codes", ())) - codes
+            if missing:
+                failures.append(f"expected codes {_ids(missing)}, got {_ids(codes)}")
+        return CaseResult(doc.name, line, col, case["name"], tuple(failures))
+    if expect.get("valid", True) is False:
+        failures.append("expected an invalid manifest, got a valid one")
+        return CaseResult(doc.name, line, col, case["name"], tuple(failures))
+    manifest = build_manifest(mdoc, catalog)
+    outcome = evaluate(policies, manifest, manifest_facts(manifest))
+    fired = {f.code for f in outcome.findings}
+    if outcome.decision is not None:
+        fired.add(outcome.decision.id)
+    if "schedule" in expect and expect["schedule"] != outcome.schedule:
+        failures.append(f"expected schedule {expect['schedule']}, got {outcome.schedule}")
+    got_decision = outcome.decision.id if outcome.decision else None
+    if "decision" in expect and expect["decision"] != got_decision:
+        failures.append(f"expected decision {expect['decision']}, got {got_decision}")
+    missing = set(expect.get("fired", ())) - fired
+    if missing:
+        failures.append(f"expected fired {_ids(missing)}, got fired {_ids(fired)}")
+    unexpected = set(expect.get("not_fired", ())) & fired
+    if unexpected:
+        failures.append(f"expected not fired {_ids(unexpected)}, got fired {_ids(fired)}")
+    return CaseResult(
+        result.file, line, col, result.name, tuple(failures), frozenset(fired), evaluated=True
+    )
+
+
+def _check_ids(doc: SourceDoc, policies: Policies) -> None:
+    """Expectations naming a rule that is not loaded are a broken test, never a silent pass."""
+    known = {r.id for r in policies.rules}
+    problems = []
+    for index, case in enumerate(doc.data["cases"]):
+        expect = case["expect"]
+        for key in ("fired", "not_fired"):
+            for j, rule_id in enumerate(expect.get(key, ())):
+                if rule_id not in known:
+                    where = _at(doc, ("cases", index, "expect", key, j))
+                    problems.append(f"{where}: unknown rule {rule_id} in {key}")
+        if "decision" in expect:
+            rule = policies.get(expect["decision"])
+            if rule is None or rule.kind != "decision":
+                where = _at(doc, ("cases", index, "expect", "decision"))
+                problems.append(f"{where}: {expect['decision']} is not a loaded decision rule")
+    if problems:
+        raise ConfigError("broken policy test file:\n  " + "\n  ".join(problems))
+
+
+def coverage_gaps(policies: Policies, cases: Sequence[CaseResult]) -> tuple[str, ...]:
+    judged = [c for c in cases if c.evaluated]
+    gaps = []
+    for rule in policies.rules:
+        if not any(rule.id in c.fired for c in judged):
+            gaps.append(f"{rule.id}: no case in which it fires")
+        if not any(rule.id not in c.fired for c in judged):
+            gaps.append(f"{rule.id}: no case in which it stays silent")
+    return tuple(gaps)
+
+
+def run_files(paths: Sequence[str], policies: Policies) -> RunResult:
+    catalog = load_catalog()
+    results: list[CaseResult] = []
+    for path in paths:
+        doc = load_cases(path)
+        _check_ids(doc, policies)
+        results += [run_case(doc, i, policies, catalog) for i in range(len(doc.data["cases"]))]
+    return RunResult(tuple(results), coverage_gaps(policies, results))
