@@ -21,6 +21,7 @@ from dpguard.exitcodes import ExitCode
 COMMANDS: tuple[str, ...] = (
     "review",
     "schema",
+    "bubble", "compare",
     "test",
 )
 

@@ -105,7 +105,7 @@ def svg_timeline(result: SimResult, width: int = 1200) -> str:
         return f"{x:.2f}".rstrip("0").rstrip(".")
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 16}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + max(width, 800) + 16}" '
         f'height="{height}" font-family="monospace" font-size="10">',
         f'<text x="{left}" y="16" font-size="13">'
         + escape(
@@ -123,7 +123,8 @@ def svg_timeline(result: SimResult, width: int = 1200) -> str:
         for op, start in zip(order, starts, strict=True):
             x = left + start * scale
             w = tl.ticks[op.kind] * scale
-            name = escape(op_name(op, tl.layout))
+            raw = op_name(op, tl.layout)
+            name = escape(raw)
             title = f"<title>{name} t={num(start / tl.scale)}</title>"
             if op.kind == FB:
                 wf = w * t_f / (t_f + t_b)
@@ -142,7 +143,7 @@ def svg_timeline(result: SimResult, width: int = 1200) -> str:
                     f'height="{row_h}" fill="{COLOURS[op.kind]}" stroke="#fff" '
                     'stroke-width="0.5"/></g>'
                 )
-            if w >= 8 * len(name):
+            if w >= 8 * len(raw):
                 out.append(
                     f'<text x="{num(x + 2)}" y="{y + 15}" pointer-events="none">{name}</text>'
                 )
