@@ -21,6 +21,7 @@ The rest of dpguard never sees ruamel: it gets a `SourceDoc` (plain data and pos
 
 from __future__ import annotations
 
+import codecs
 import math
 import os
 import re
@@ -187,11 +188,12 @@ def _fold(events: Any, name: str) -> SourceDoc:
     stack: list[_Frame] = []
     total = 0
     root: Any = None
+    root_at = Position(1, 1)
     documents = 0
 
     def place(value: Any, size: int, where: Position) -> None:
         """Attach a finished value to the open container (or make it the root)."""
-        nonlocal root, total
+        nonlocal root, root_at, total
         total += size
         if total > MAX_VALUES:
             raise YamlLoadError(
@@ -200,7 +202,7 @@ def _fold(events: Any, name: str) -> SourceDoc:
                 where,
             )
         if not stack:
-            root = value
+            root, root_at = value, where
             return
         top = stack[-1]
         top.size += size
@@ -248,7 +250,9 @@ def _fold(events: Any, name: str) -> SourceDoc:
             if stack and isinstance(stack[-1].container, dict) and stack[-1].key is None:
                 _refuse_tag(event.tag, (_CORE + "str",), where)
                 value: Any = event.value  # keys are taken as written
-            elif event.tag and event.tag != "!":
+            elif event.tag == "!":  # the non-specific tag: a string, never resolved
+                value = event.value
+            elif event.tag:
                 _refuse_tag(event.tag, _SCALAR_TAGS, where)
                 value = _resolve_tagged(event.value, event.tag, where)
             elif event.style is None and event.implicit[0]:
@@ -273,7 +277,9 @@ def _fold(events: Any, name: str) -> SourceDoc:
             place(frame.container, frame.size, frame.start)
         elif isinstance(event, ev.AliasEvent):
             if event.anchor not in anchors:
-                raise YamlLoadError("Y001", f"alias *{event.anchor} refers to an open node", where)
+                recursive = any(frame.anchor == event.anchor for frame in stack)
+                problem = "refers to a node that contains it" if recursive else "is not defined"
+                raise YamlLoadError("Y001", f"alias *{event.anchor} {problem}", where)
             value, size = anchors[event.anchor]
             place(value, size, where)
 
@@ -281,7 +287,7 @@ def _fold(events: Any, name: str) -> SourceDoc:
         raise YamlLoadError("Y002", "the file is empty: expected a mapping", Position(1, 1))
     if not isinstance(root, dict):
         raise YamlLoadError(
-            "Y004", f"the top level must be a mapping, not a {_kind(root)}", Position(1, 1)
+            "Y004", f"the top level must be a mapping, not a {_kind(root)}", root_at
         )
     return SourceDoc(name=name, data=root, keys=keys, values=values)
 
@@ -314,7 +320,11 @@ def load_text(text: str, name: str) -> SourceDoc:
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = _pos(mark) if mark is not None else Position(1, 1)
-        problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        problem = exc.problem or exc.context or "cannot parse"
+        if exc.problem and exc.context:  # e.g. "while parsing a flow sequence" and its start
+            started = exc.context_mark
+            at = f" that starts at line {started.line + 1}" if started is not None else ""
+            problem += f" ({exc.context}{at})"
         raise YamlLoadError("Y001", f"invalid YAML: {problem}", where) from None
     except ReaderError as exc:
         raise YamlLoadError(
@@ -333,9 +343,7 @@ def load_file(path: str) -> SourceDoc:
             raise InputError(f"{path}: is a directory, not a file")
         if size > MAX_BYTES:
             raise YamlLoadError(
-                "Y012",
-                f"file is {size} bytes; the limit is {MAX_BYTES} bytes",
-                Position(1, 1),
+                "Y012", f"file is {size} bytes; the limit is {MAX_BYTES} bytes", Position(1, 1)
             )
         with open(path, "rb") as handle:
             raw = handle.read(MAX_BYTES + 1)
@@ -345,13 +353,22 @@ def load_file(path: str) -> SourceDoc:
         raise InputError(f"{path}: is a directory, not a file") from None
     except PermissionError:
         raise InputError(f"{path}: permission denied") from None
+    except OSError as exc:  # e.g. a name too long, a loop of symbolic links
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_BYTES:  # st_size lied: a device, a pipe, a file still growing
+        raise YamlLoadError(
+            "Y012", f"file is larger than the limit of {MAX_BYTES} bytes", Position(1, 1)
+        )
+    # The BOM is not part of the text: offsets and columns count from after it.
+    bom = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
-        text = raw.decode("utf-8-sig")
+        text = raw[bom:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        head = raw[: exc.start].decode("utf-8", errors="replace")
+        head = raw[bom : bom + exc.start].decode("utf-8")
         raise YamlLoadError(
             "Y009",
-            f"the file is not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
+            f"the file is not UTF-8 (byte 0x{raw[bom + exc.start]:02x} at offset "
+            f"{bom + exc.start})",
             _line_col(head, len(head)),
         ) from None
     return load_text(text, path)

@@ -1,0 +1,34 @@
+"""Fixtures shared by the foundation tests (loader, validation, CLI, install)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+WriteManifest = Callable[..., Path]
+
+
+@pytest.fixture
+def valid_manifest_text() -> str:
+    """examples/small-dense.yaml: a manifest that passes every check."""
+    return (EXAMPLES / "small-dense.yaml").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def write_manifest(tmp_path: Path) -> WriteManifest:
+    """``write_manifest(text_or_bytes, name="manifest.yaml")`` -> the path of the new file."""
+
+    def write(content: str | bytes, name: str = "manifest.yaml") -> Path:
+        path = tmp_path / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        return path
+
+    return write
