@@ -257,6 +257,10 @@ def _fold(events: Any, name: str) -> SourceDoc:
                 value = _resolve_tagged(event.value, event.tag, where)
             elif event.style is None and event.implicit[0]:
                 value = _resolve_plain(event.value, where)
+            elif event.style == ">":
+                # ruamel's round-trip scanner marks fold points with BEL; its constructor
+                # strips them, and so must we (a real BEL is refused by the reader).
+                value = event.value.replace("\a", "")
             else:
                 value = event.value
             if event.anchor:

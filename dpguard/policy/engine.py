@@ -20,7 +20,7 @@ from typing import Any
 from dpguard.errors import ConfigError
 from dpguard.findings import Finding, Severity
 from dpguard.manifest import Manifest
-from dpguard.policy.facts import FACTS
+from dpguard.policy.facts import FACTS, sized_facts
 from dpguard.policy.model import KIND_SEVERITY, Policies, Rule
 from dpguard.policy.templates import render_message
 
@@ -112,6 +112,7 @@ def evaluate(policies: Policies, manifest: Manifest, base_facts: Mapping[str, An
         else proposed == schedule
         or (schedule == decision.recommend and proposed in decision.acceptable)
     )
+    facts.update(sized_facts(manifest, policies.settings, schedule))
     for rule in policies.rules:
         if rule.kind in ("reject", "advise") and rule.when.holds(facts):
             findings.append(

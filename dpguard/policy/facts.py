@@ -13,9 +13,11 @@ is false, ``not_equals`` and ``not_in`` included; only ``exists: false`` is true
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dpguard import sizing
 from dpguard.manifest import Manifest
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb1p", "dualpipe", "dualpipev")
@@ -133,6 +135,62 @@ _SPECS = (
         anchor="parallelism.pipeline",
     ),
     _f(
+        "derived.model_fits_one_gpu",
+        "bool",
+        "weights, grads and ZeRO-1-sharded optimizer states plus one micro-batch fit one GPU",
+        anchor="model.total_params",
+    ),
+    _f("policy.memory_headroom", "number", "fraction of GPU memory the policy keeps free"),
+    _f(
+        "proposal.schedule",
+        "str",
+        "schedule judged for the proposal: as written, else the plan's (unset: nothing proposed)",
+        PLAN_SCHEDULES,
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "proposal.stage_memory_gb",
+        "number",
+        "GiB per GPU of the worst stage under the proposal",
+        anchor="parallelism.pipeline",
+    ),
+    _f(
+        "proposal.stage_fits",
+        "bool",
+        "the worst stage fits in memory with the policy headroom",
+        anchor="parallelism.pipeline",
+    ),
+    _f(
+        "proposal.replication_gb",
+        "number",
+        "GiB per GPU of DualPipe's second parameter copy",
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "proposal.bubble",
+        "number",
+        "exact bubble fraction of the proposal (simulated)",
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "proposal.gpu_hours",
+        "number",
+        "GPU-hours of the token budget under the proposal",
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "plan.bubble",
+        "number",
+        "exact bubble fraction of the plan's schedule at the proposal's P and M",
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "plan.gpu_hours",
+        "number",
+        "GPU-hours of the token budget with the plan's schedule at the proposal's P and M",
+        anchor="parallelism.schedule",
+    ),
+    _f(
         "decision.schedule", "str", "the decision table's schedule, before refusals", PLAN_SCHEDULES
     ),
     _f("decision.rule", "str", "id of the decision row that matched"),
@@ -176,4 +234,54 @@ def manifest_facts(manifest: Manifest) -> dict[str, Any]:
         facts["derived.layers_per_stage_whole"] = manifest.model.layers % stages == 0
         if manifest.microbatches is not None:
             facts["derived.microbatches_per_rank"] = manifest.microbatches / p.pipeline
+    return facts
+
+
+def sized_facts(
+    manifest: Manifest, settings: Mapping[str, Any], plan_schedule: str | None
+) -> dict[str, Any]:
+    """Facts that need the memory model, the simulator and GPU-hours, once the plan's schedule
+    is known. Proposal facts stay unset when nothing is proposed or the schedule's constraints
+    reject the proposal (the hard rejects report that)."""
+    facts: dict[str, Any] = {
+        "derived.model_fits_one_gpu": sizing.model_fits_one_gpu(manifest, settings),
+        "policy.memory_headroom": float(settings["memory_headroom"]),
+    }
+    names = (
+        "proposal.schedule",
+        "proposal.stage_memory_gb",
+        "proposal.stage_fits",
+        "proposal.replication_gb",
+        "proposal.bubble",
+        "proposal.gpu_hours",
+        "plan.bubble",
+        "plan.gpu_hours",
+    )
+    facts.update(dict.fromkeys(names))
+    p, micro = manifest.parallelism, manifest.microbatches
+    schedule = (p.schedule or plan_schedule) if p is not None else None
+    if p is None or micro is None or schedule is None:
+        return facts
+    if p.pipeline == 1 and p.schedule is None:
+        schedule = "none"  # no pipeline proposed: nothing to schedule
+    facts["proposal.schedule"] = schedule
+
+    def strategy(name: str) -> sizing.Strategy:
+        return sizing.Strategy(
+            name, p.tensor, p.pipeline, p.expert, p.context, p.virtual_stages, micro
+        )
+
+    breakdown = sizing.stage_memory(manifest, strategy(schedule), settings)
+    if breakdown is not None:
+        facts["proposal.stage_memory_gb"] = breakdown.total / sizing.GIB
+        facts["proposal.stage_fits"] = sizing.fits(manifest, breakdown, settings)
+        facts["proposal.replication_gb"] = breakdown.replication_extra / sizing.GIB
+    for prefix, name in (("proposal", schedule), ("plan", plan_schedule)):
+        if name is None or p.pipeline == 1:
+            continue
+        result = sizing.simulation(strategy(name), settings)
+        if result is not None:
+            bubble = float(result.bubble_fraction)
+            facts[f"{prefix}.bubble"] = bubble
+            facts[f"{prefix}.gpu_hours"] = sizing.gpu_hours(manifest, bubble, settings)
     return facts

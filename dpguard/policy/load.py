@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from functools import cache
 from pathlib import Path as FsPath
 from typing import Any
@@ -23,6 +22,7 @@ from dpguard.yamlsource import Path, SourceDoc, YamlLoadError, load_file
 
 SCHEMA_FILE = "policy.schema.json"
 DEFAULT_MAX_WAIVER_DAYS = 90
+REQUIRED_SETTINGS = ("memory_headroom", "activation_coefficient", "op_time_ratios", "efficiency")
 
 
 class PolicyError(ConfigError):
@@ -63,7 +63,7 @@ def _rule(
     base: Path = ("rules", index)
     problems = [
         f"{_at(doc, (*base, 'message'))}: message {problem}"
-        for problem in templates.check_message(data["message"])
+        for problem in dict.fromkeys(templates.check_message(data["message"]))
     ]
     try:
         when = parse(data["when"], (*base, "when"))
@@ -135,6 +135,7 @@ def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
         rules=tuple(rules),
         disable=tuple(settings.get("disable", ())),
         max_waiver_days=settings.get("max_waiver_days"),
+        settings={k: v for k, v in settings.items() if k not in ("disable", "max_waiver_days")},
     )
     return policy_set, problems
 
@@ -185,10 +186,18 @@ def layer(sets: Sequence[PolicySet]) -> tuple[Policies, list[str]]:
             if rules.pop(rule_id, None) is None:
                 problems.append(f"{policy_set.path}: disable names unknown rule {rule_id}")
     effective = tuple(rules.values())
+    settings: dict[str, Any] = {}
+    for policy_set in sets:
+        settings.update(policy_set.settings)
+    missing = sorted(set(REQUIRED_SETTINGS) - set(settings))
+    if missing:
+        problems.append(f"no policy set provides the settings: {', '.join(missing)}")
     days = [s.max_waiver_days for s in sets if s.max_waiver_days is not None]
     if not any(r.kind == "decision" for r in effective):
         problems.append("no decision rules are loaded: dpguard cannot recommend a schedule")
-    policies = Policies(tuple(sets), effective, days[-1] if days else DEFAULT_MAX_WAIVER_DAYS)
+    policies = Policies(
+        tuple(sets), effective, days[-1] if days else DEFAULT_MAX_WAIVER_DAYS, settings
+    )
     return policies, problems
 
 
@@ -207,4 +216,4 @@ def load_policies(extra: Sequence[str] = (), disable: Sequence[str] = ()) -> Pol
     problems += layer_problems
     if problems:
         raise PolicyError(problems)
-    return replace(policies)
+    return policies

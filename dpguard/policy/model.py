@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from dpguard.findings import Severity
 from dpguard.policy.conditions import Condition
@@ -44,6 +45,7 @@ class PolicySet:
     rules: tuple[Rule, ...]
     disable: tuple[str, ...] = ()
     max_waiver_days: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class Policies:
     sets: tuple[PolicySet, ...]
     rules: tuple[Rule, ...]
     max_waiver_days: int
+    settings: dict[str, Any] = field(default_factory=dict, compare=False)  # merged, later wins
 
     def by_kind(self, kind: str) -> tuple[Rule, ...]:
         return tuple(r for r in self.rules if r.kind == kind)
