@@ -23,6 +23,10 @@ COMMANDS: tuple[str, ...] = (
     "schema",
     "bubble", "compare",
     "test",
+    "lint-policies",
+    "rules",
+    "explain",
+    "facts",
 )
 
 EPILOG = """\

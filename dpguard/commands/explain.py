@@ -1,0 +1,74 @@
+"""`dpguard explain ID`: one rule's title, kind, set, location, condition and docs."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+HELP = "print one policy rule's documentation"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("rule", metavar="ID", help="rule id, e.g. HR003")
+    parser.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="extra policy set file or directory, layered over the shipped ones (repeatable)",
+    )
+
+
+def condition_data(condition: Any) -> Any:
+    """A parsed condition back as the plain data a policy file writes."""
+    from dpguard.policy.conditions import Leaf
+
+    if isinstance(condition, Leaf):
+        return {"fact": condition.fact, condition.op: condition.value}
+    if condition.op == "not":
+        return {"not": condition_data(condition.items[0])}
+    return {condition.op: [condition_data(c) for c in condition.items]}
+
+
+def dump_yaml(data: Any) -> str:
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt", pure=True)  # keeps key order: fact first
+    yaml.default_flow_style = None  # leaves inline, groups in block style
+    out = io.StringIO()
+    yaml.dump(data, out)
+    return out.getvalue()
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpguard.commands.rules import load, severity_name
+    from dpguard.errors import UsageError
+    from dpguard.policy.conditions import hint
+
+    policies = load(args.policy)
+    rule = policies.get(args.rule)  # type: ignore[attr-defined]
+    if rule is None:
+        ids = [r.id for r in policies.rules]  # type: ignore[attr-defined]
+        raise UsageError(f"unknown rule {args.rule}{hint(args.rule, ids)}")
+    policy_set = next(s for s in policies.sets if s.name == rule.policy)  # type: ignore[attr-defined]
+    lines = [
+        f"{rule.id}: {rule.title}",
+        f"kind: {rule.kind} (severity {severity_name(rule)})",
+        f"waivable: {'yes' if rule.waivable else 'no'}",
+        f"set: {policy_set.name} {policy_set.version} ({policy_set.digest})",
+        f"location: {rule.location}",
+    ]
+    if rule.recommend:
+        lines.append(f"recommend: {rule.recommend}")
+    if rule.refuses:
+        lines.append(f"refuses: {', '.join(rule.refuses)} (precedence {rule.precedence})")
+    if rule.acceptable:
+        lines.append(f"acceptable: {', '.join(rule.acceptable)}")
+    lines.append("when:")
+    lines += ["  " + line for line in dump_yaml(condition_data(rule.when)).splitlines()]
+    lines.append("docs:")
+    lines += ["  " + line if line else "" for line in rule.docs.rstrip().splitlines()]
+    print("\n".join(lines))
+    return 0

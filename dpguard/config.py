@@ -1,0 +1,88 @@
+"""`.dpguard.yaml`: a repository's dpguard settings, found by walking up from the current
+directory to the git root (a directory containing ``.git``) or the filesystem root.
+
+Keys (schemas/config.schema.json): ``policies`` (paths relative to the config file), ``disable``
+(rule ids), ``waivers`` (path), ``fail_on`` (error|warning). Command-line flags win.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from dpguard import resources
+from dpguard.errors import ConfigError
+from dpguard.yamlsource import YamlLoadError, load_file
+
+FILENAME = ".dpguard.yaml"
+SCHEMA_FILE = "config.schema.json"
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str  # the config file ("" when none was found)
+    policies: tuple[str, ...] = ()  # resolved against the config file's directory
+    disable: tuple[str, ...] = ()
+    waivers: str | None = None
+    fail_on: str | None = None
+
+    @property
+    def root(self) -> Path:
+        return Path(self.path).parent if self.path else Path.cwd()
+
+
+NO_CONFIG = Config("")
+
+
+@cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(resources.schema(SCHEMA_FILE))
+
+
+def find(start: Path | None = None) -> Path | None:
+    """The nearest `.dpguard.yaml` from `start` up to the git root or the filesystem root."""
+    here = (start or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / FILENAME
+        if candidate.is_file():
+            return candidate
+        if (directory / ".git").exists():
+            return None
+    return None
+
+
+def load(path: Path) -> Config:
+    """Read and schema-check one config file; problems raise ConfigError (exit 2)."""
+    from dpguard.validate import schema_problems
+
+    name = str(path)
+    try:
+        doc = load_file(name)
+    except YamlLoadError as exc:
+        raise ConfigError(exc.message, f"{name}:{exc.position.line}:{exc.position.col}") from None
+    problems = []
+    for where, _code, message in schema_problems(_validator(), doc):
+        line, col = doc.position(where)
+        problems.append(f"{name}:{line}:{col}: {message}")
+    if problems:
+        raise ConfigError("broken configuration:\n  " + "\n  ".join(problems))
+    data = doc.data
+    base = path.parent
+    waivers = data.get("waivers")
+    return Config(
+        path=name,
+        policies=tuple(str(base / p) for p in data.get("policies", ())),
+        disable=tuple(data.get("disable", ())),
+        waivers=str(base / waivers) if waivers else None,
+        fail_on=data.get("fail_on"),
+    )
+
+
+def discover(start: Path | None = None) -> Config:
+    """The repository's config, or NO_CONFIG when there is none."""
+    path = find(start)
+    return load(path) if path is not None else NO_CONFIG
