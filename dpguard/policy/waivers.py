@@ -1,0 +1,146 @@
+"""Waivers: exemptions from policy rules, in a file the platform team owns (``waivers:`` in
+`.dpguard.yaml`), never in a manifest, so a pull request cannot exempt itself.
+
+A matching unexpired waiver keeps its finding but marks it waived; an expired one brings the
+finding back with a note. A waiver of an unknown or non-waivable rule, or one that expires
+further ahead than the policy allows (``max_waiver_days``), is a ConfigError (exit 2). An unused
+waiver is a warning, never a failure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from dpguard import resources
+from dpguard.errors import ConfigError
+from dpguard.findings import Finding
+from dpguard.policy.conditions import hint
+from dpguard.policy.model import Policies
+from dpguard.yamlsource import YamlLoadError, load_file
+
+SCHEMA_FILE = "waivers.schema.json"
+
+
+@dataclass(frozen=True)
+class Waiver:
+    rule: str
+    match: str
+    reason: str
+    owner: str
+    expires: dt.date
+    location: str  # file:line:col of the waiver
+
+    def matches(self, finding: Finding, root: Path | None) -> bool:
+        if finding.code != self.rule:
+            return False
+        candidates = [finding.path]
+        if root is not None:
+            relative = os.path.relpath(os.path.abspath(finding.path), root)
+            candidates.append(relative.replace(os.sep, "/"))
+        return any(fnmatchcase(c, self.match) for c in candidates)
+
+
+@dataclass(frozen=True)
+class Waivers:
+    path: str
+    items: tuple[Waiver, ...]
+    today: dt.date
+    root: Path | None = None  # the .dpguard.yaml directory, for relative matches
+
+    def apply(self, findings: Iterable[Finding]) -> tuple[tuple[Finding, ...], set[int]]:
+        """Findings with waivers applied, and the indexes of the waivers that matched."""
+        used: set[int] = set()
+        out = []
+        for finding in findings:
+            index = next(
+                (i for i, w in enumerate(self.items) if w.matches(finding, self.root)), None
+            )
+            if index is not None:
+                used.add(index)
+                waiver = self.items[index]
+                if waiver.expires < self.today:
+                    note = f" (waiver expired {waiver.expires.isoformat()})"
+                    finding = replace(finding, message=finding.message + note)
+                else:
+                    finding = replace(finding, waived=True)
+            out.append(finding)
+        return tuple(out), used
+
+    def unused_warnings(self, used: set[int]) -> list[str]:
+        return [
+            f"{w.location}: warning unused waiver for {w.rule} (match {w.match})"
+            for i, w in enumerate(self.items)
+            if i not in used
+        ]
+
+
+@cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(resources.schema(SCHEMA_FILE))
+
+
+def load_waivers(
+    path: str, policies: Policies, today: dt.date, root: Path | None = None
+) -> Waivers:
+    """Read and check a waivers file against the loaded policies; every problem is listed."""
+    from dpguard.validate import schema_problems
+
+    try:
+        doc = load_file(path)
+    except YamlLoadError as exc:
+        raise ConfigError(exc.message, f"{path}:{exc.position.line}:{exc.position.col}") from None
+
+    def at(*keys: str | int) -> str:
+        line, col = doc.position(tuple(keys))
+        return f"{path}:{line}:{col}"
+
+    problems = [f"{at(*p)}: {message}" for p, _code, message in schema_problems(_validator(), doc)]
+    if problems:
+        raise ConfigError("broken waivers file:\n  " + "\n  ".join(problems))
+    limit = today + dt.timedelta(days=policies.max_waiver_days)
+    items = []
+    for index, data in enumerate(doc.data["waivers"]):
+        rule = policies.get(data["rule"])
+        if rule is None:
+            known = hint(data["rule"], [r.id for r in policies.rules])
+            problems.append(
+                f"{at('waivers', index, 'rule')}: waiver of unknown rule {data['rule']}{known}"
+            )
+        elif not rule.waivable:
+            problems.append(
+                f"{at('waivers', index, 'rule')}: rule {rule.id} is not waivable "
+                f"({rule.kind} rules are waivable only when the policy says waivable: true)"
+            )
+        try:
+            expires = dt.date.fromisoformat(data["expires"])
+        except ValueError:
+            problems.append(f"{at('waivers', index, 'expires')}: {data['expires']} is not a date")
+            continue
+        if expires > limit:
+            problems.append(
+                f"{at('waivers', index, 'expires')}: waiver expires {expires.isoformat()}, more "
+                f"than {policies.max_waiver_days} days after {today.isoformat()} "
+                f"(latest allowed: {limit.isoformat()})"
+            )
+        items.append(
+            Waiver(
+                data["rule"],
+                data["match"],
+                data["reason"],
+                data["owner"],
+                expires,
+                at("waivers", index, "rule"),
+            )
+        )
+    if problems:
+        raise ConfigError("broken waivers file:\n  " + "\n  ".join(problems))
+    return Waivers(path, tuple(items), today, root)
