@@ -60,10 +60,10 @@ def test_failing_cases_are_positioned(tmp_path: Path, capsys: pytest.CaptureFixt
     path.write_text(FAILING, encoding="utf-8")
     assert main(["test", str(path)]) == 1
     assert capsys.readouterr().out.splitlines() == [
-        f"{path}:28:11: case wrong schedule: expected schedule 1f1b, got zb1p",
-        f"{path}:28:11: case wrong schedule: expected fired [RF003], got fired [DT003]",
-        f"{path}:28:11: case wrong schedule: expected not fired [DT003], got fired [DT003]",
-        f"{path}:32:11: case wrongly invalid: expected an invalid manifest, got a valid one",
+        f"{path}:26:5: case wrong schedule: expected schedule 1f1b, got zb1p",
+        f"{path}:26:5: case wrong schedule: expected fired [RF003], got fired [DT003]",
+        f"{path}:26:5: case wrong schedule: expected not fired [DT003], got fired [DT003]",
+        f"{path}:30:5: case wrongly invalid: expected an invalid manifest, got a valid one",
         "1 passed, 2 failed",
     ]
 
@@ -115,7 +115,7 @@ def test_unknown_rule_in_expectation_is_a_broken_test(
     path.write_text(FAILING.replace("fired: [RF003]", "fired: [RF033]"), encoding="utf-8")
     assert main(["test", str(path)]) == 2
     err = capsys.readouterr().err
-    assert f"{path}:31:34: unknown rule RF033 in fired" in err
+    assert f"{path}:29:38: unknown rule RF033 in fired" in err
 
 
 def test_schema_problem_in_test_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -123,4 +123,5 @@ def test_schema_problem_in_test_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     path.write_text(FAILING.replace("expect: {valid: false}", "expekt: {valid: false}"))
     assert main(["test", str(path)]) == 2
     err = capsys.readouterr().err
-    assert f"{path}:33:5: unknown key 'expekt' in cases.2" in err
+    assert f"{path}:32:5: unknown key 'expekt' in cases[2]" in err
+    assert f"{path}:30:5: cases[2] is missing the required key 'expect'" in err
