@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from functools import cached_property
 from typing import NamedTuple
 
 from dpguard.errors import ScheduleError
@@ -84,7 +85,7 @@ class Layout:
     rank_of: tuple[tuple[int, ...], ...]
     chunk_of: tuple[tuple[int, ...], ...]
 
-    @property
+    @cached_property
     def chunks_per_rank(self) -> int:
         return max(c for row in self.chunk_of for c in row) + 1
 

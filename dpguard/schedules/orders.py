@@ -14,7 +14,7 @@ from dpguard.schedules.ops import B, F, I, Layout, Op, W
 Orders = tuple[tuple[Op, ...], ...]
 
 
-def linear_layout(ranks: int, virtual_stages: int = 1) -> Layout:
+def _layout(ranks: int, microbatches: int, virtual_stages: int = 1) -> Layout:
     """Stage s runs on rank s mod P ("loop" placement: rank r holds stages r, r+P, r+2P, ...).
 
     This is the Megatron / torch placement for interleaved 1F1B (arXiv 2104.04473 section
@@ -26,21 +26,9 @@ def linear_layout(ranks: int, virtual_stages: int = 1) -> Layout:
         ranks=ranks,
         stages=stages,
         pipes=1,
-        microbatches_per_pipe=0,
+        microbatches_per_pipe=microbatches,
         rank_of=(tuple(s % ranks for s in range(stages)),),
         chunk_of=(tuple(s // ranks for s in range(stages)),),
-    )
-
-
-def _layout(ranks: int, microbatches: int, virtual_stages: int = 1) -> Layout:
-    base = linear_layout(ranks, virtual_stages)
-    return Layout(
-        ranks=base.ranks,
-        stages=base.stages,
-        pipes=1,
-        microbatches_per_pipe=microbatches,
-        rank_of=base.rank_of,
-        chunk_of=base.chunk_of,
     )
 
 
