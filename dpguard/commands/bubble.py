@@ -66,34 +66,35 @@ def op_times(args: argparse.Namespace) -> OpTimes:
     return OpTimes(args.forward, args.backward, args.weight, args.overlapped)
 
 
-def num(value: Fraction) -> str:
-    """Exact decimal when it terminates within 6 places (2.5), else a short fraction (7/3),
-    else 6 significant digits."""
-    value = Fraction(value)
-    for places in range(7):
-        scaled = value * 10**places
-        if scaled.denominator == 1:
-            digits = str(abs(scaled.numerator)).rjust(places + 1, "0")
-            sign = "-" if value < 0 else ""
-            return sign + (f"{digits[:-places]}.{digits[-places:]}" if places else digits)
-    text = str(value)
-    return text if len(text) <= 12 else f"{float(value):.6g}"
-
-
 def write_atomic(path: str, text: str) -> None:
-    """Write via a temp file in the same directory and os.replace, so readers never see half."""
+    """Write via a temp file in the same directory and os.replace, so readers never see half.
+
+    The file gets the usual permissions (0666 minus the umask), not mkstemp's 0600.
+    """
+    from dpguard.errors import InputError
+
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".dpguard-", suffix=".tmp", dir=directory)
     try:
+        fd, tmp = tempfile.mkstemp(prefix=".dpguard-", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
         raise
 
 
 def summary(result: SimResult) -> str:
+    from dpguard.schedules.render import number
+
     cf = result.closed_form
     t = result.times
     join = " ".join
@@ -101,14 +102,15 @@ def summary(result: SimResult) -> str:
         f"schedule          {result.schedule} ({result.ranks} ranks, {result.stages} stages, "
         f"{result.microbatches} micro-batches"
         + (f", {result.virtual_stages} chunks/rank)" if result.virtual_stages > 1 else ")"),
-        f"op times          F={num(t.forward)} B={num(t.backward)} W={num(t.weight)} "
-        f"I={num(t.input)} F&B={num(t.overlapped)}",
-        f"makespan          {num(result.makespan)}",
+        f"op times          F={number(t.forward)} B={number(t.backward)} W={number(t.weight)} "
+        f"I={number(t.input)} F&B={number(t.overlapped)}",
+        f"makespan          {number(result.makespan)}",
         f"bubble fraction   {float(result.bubble_fraction):.4%}  (sum idle / (ranks x makespan))",
-        f"idle per rank     {join(num(x) for x in result.idle_per_rank)}",
+        f"idle per rank     {join(number(x) for x in result.idle_per_rank)}",
         f"peak activations  {join(str(x) for x in result.peak_activations_per_rank)}",
         f"p2p messages      {result.p2p_messages}",
-        f"closed form       {cf.formula} = {num(cf.value)}: {cf.label}",
+        f"closed form       {number(cf.value)} = {cf.formula}",
+        f"                  {cf.label}",
         "                  "
         + ("exact for these inputs" if cf.exact else f"NOT exact here (exact when {cf.regime})")
         + f" [{cf.source}]",
@@ -117,12 +119,12 @@ def summary(result: SimResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpguard.schedules import ConstraintError, check, simulate
+    from dpguard.schedules import SCHEDULES, ConstraintError, check, simulate
     from dpguard.schedules.render import svg_timeline, text_timeline
 
     v = args.virtual_stages
     if v is None:
-        v = 2 if args.schedule == "interleaved-1f1b" else 1
+        v = 2 if SCHEDULES[args.schedule].uses_virtual_stages else 1
     # Report op-time and schedule violations together, one line each.
     problems = list(check(args.schedule, args.ranks, args.microbatches, v))
     try:

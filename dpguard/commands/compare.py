@@ -13,7 +13,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from dpguard.commands.bubble import add_time_arguments, num, op_times
+from dpguard.commands.bubble import add_time_arguments, op_times
 
 if TYPE_CHECKING:
     from dpguard.schedules import CompareRow, OpTimes
@@ -39,10 +39,12 @@ def _row_dict(row: CompareRow) -> dict[str, Any]:
 
 
 def table(rows: tuple[CompareRow, ...], ranks: int, microbatches: int, times: OpTimes) -> str:
+    from dpguard.schedules.render import number
+
     head = (
         f"{ranks} ranks, {microbatches} micro-batches; op times per 1F1B stage: "
-        f"F={num(times.forward)} B={num(times.backward)} W={num(times.weight)} "
-        f"F&B={num(times.overlapped)} (smaller chunks run proportionally faster)"
+        f"F={number(times.forward)} B={number(times.backward)} W={number(times.weight)} "
+        f"F&B={number(times.overlapped)} (smaller chunks run proportionally faster)"
     )
     cols = ("schedule", "makespan", "bubble", "params/dev", "activations/dev", "p2p", "stages")
     lines = [head, "", "{:<18}{:>12}{:>9}{:>12}{:>17}{:>9}{:>8}".format(*cols)]
@@ -53,8 +55,8 @@ def table(rows: tuple[CompareRow, ...], ranks: int, microbatches: int, times: Op
             lines += [f"{'':<18}                {v}" for v in row.violations[1:]]
             continue
         lines.append(
-            f"{row.schedule:<18}{num(r.makespan):>12}{float(r.bubble_fraction):>9.2%}"
-            f"{num(r.param_copies) + 'x':>12}{num(r.activation_memory):>17}"
+            f"{row.schedule:<18}{number(r.makespan):>12}{float(r.bubble_fraction):>9.2%}"
+            f"{number(r.param_copies) + 'x':>12}{number(r.activation_memory):>17}"
             f"{r.p2p_messages:>9}{r.stages:>8}"
         )
     lines += [

@@ -15,9 +15,10 @@ from dpguard.schedules.closed_forms import ClosedForm
 from dpguard.schedules.ops import ConstraintError, OpTimes
 from dpguard.schedules.registry import SCHEDULES, check
 
-# Beyond this many (pipe, stage, micro-batch) items a run needs seconds and hundreds of MB;
-# the biggest benchmark case (DualPipe, P=64, M=2048) has 131,072.
-MAX_ITEMS = 4_000_000
+# Refuse runs beyond this many (stage, micro-batch) pairs: at 2**20 (interleaved-1f1b,
+# P=64, v=4, M=4096) a run takes about 4 s and 435 MB on the development machine, and both
+# grow linearly. The benchmark's biggest case has 262,144.
+MAX_ITEMS = 2**20
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,16 @@ that pushes its W, and each W op pops the oldest.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 
 from dpguard.schedules.ops import FB, B, F, I, Layout, Op, W
 from dpguard.schedules.orders import Orders
 
-# phase -> (pipe, stage) of that phase's chunk on this rank
-PhaseMap = Callable[[int], tuple[int, int]]
+# (pipe, stage) of a rank's phase-0 chunk and of its phase-1 chunk
+Phases = tuple[tuple[int, int], tuple[int, int]]
 
 
 def _eight_steps(
-    n_half: int, half_rank: int, chunks: int, middle: bool, where: PhaseMap
+    n_half: int, half_rank: int, chunks: int, middle: bool, loc: Phases
 ) -> tuple[Op, ...]:
     """One rank's order, transcribed from `DualPipe.step` / `DualPipeV.step`.
 
@@ -35,7 +34,6 @@ def _eight_steps(
     DualPipeV's ``num_chunks - pp_size * 2 + pp_rank + 1``.
     """
     ops: list[Op] = []
-    loc = (where(0), where(1))
     f_next = [0, 0]
     b_next = [0, 0]
     weights: deque[Op] = deque()
@@ -126,15 +124,11 @@ def dualpipe(ranks: int, microbatches: int, virtual_stages: int = 1) -> tuple[La
     for r in range(p):
         # "For the second half of the ranks: phase 0 means reverse direction": phase 0 is
         # always the direction whose first stage lies in this rank's half.
-        swap = int(r >= p // 2)
-
-        def where(phase: int, r: int = r, swap: int = swap) -> tuple[int, int]:
-            pipe = phase ^ swap
-            return pipe, (r if pipe == 0 else p - 1 - r)
-
+        forward, reverse = (0, r), (1, p - 1 - r)
+        loc = (reverse, forward) if r >= p // 2 else (forward, reverse)
         middle = r in (p // 2 - 1, p // 2)
         half_rank = min(r, p - 1 - r)
-        orders.append(_eight_steps(p // 2, half_rank, microbatches // 2, middle, where))
+        orders.append(_eight_steps(p // 2, half_rank, microbatches // 2, middle, loc))
     return layout, tuple(orders)
 
 
@@ -152,9 +146,6 @@ def dualpipev(ranks: int, microbatches: int, virtual_stages: int = 1) -> tuple[L
     )
     orders = []
     for r in range(n):
-
-        def where(phase: int, r: int = r) -> tuple[int, int]:
-            return 0, (r if phase == 0 else 2 * n - 1 - r)
-
-        orders.append(_eight_steps(n, r, microbatches, r == n - 1, where))
+        loc = ((0, r), (0, 2 * n - 1 - r))  # phase 0 down the V, phase 1 back up
+        orders.append(_eight_steps(n, r, microbatches, r == n - 1, loc))
     return layout, tuple(orders)

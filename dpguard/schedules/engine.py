@@ -26,7 +26,7 @@ from dpguard.errors import DeadlockError
 from dpguard.schedules.ops import FB, B, F, I, Layout, Op, OpTimes, OrderError, W
 from dpguard.schedules.orders import Orders
 
-_DEADLOCK_WINDOW = 12  # steps shown per rank in a deadlock report
+_DEADLOCK_CONTEXT = (3, 3)  # steps shown before / after where each rank stopped
 
 
 @dataclass(frozen=True)
@@ -70,21 +70,37 @@ def _awaited(layout: Layout, item: int, is_backward: bool) -> str:
 
 
 def _deadlock(orders: Orders, pos: list[int], why: dict[int, str]) -> str:
-    lo = max(0, min(p for r, p in enumerate(pos) if p < len(orders[r])) - 2)
-    hi = lo + _DEADLOCK_WINDOW
-    head = f"steps {lo}..{hi - 1} of each rank's order:"
+    """The rank x step grid around the deadlock: one row per rank, its ops from a few steps
+    before to a few after the one it stopped at, aligned on that step."""
+    before, after = _DEADLOCK_CONTEXT
+    rows = []
+    for r, order in enumerate(orders):
+        at = pos[r]
+        cells = [
+            "" if not 0 <= step < len(order) else label(order[step])
+            for step in range(at - before, at + after + 1)
+        ]
+        rows.append((r, at, cells))
+    width = max((len(c) for _, _, cells in rows for c in cells), default=1) + 3
+    head = (
+        f"{'rank':>4} {'step':>6} |"
+        + "".join(
+            f"{k - before:+d}".center(width) if k != before else "stuck".center(width)
+            for k in range(before + after + 1)
+        ).rstrip()
+    )
     lines = [
-        "schedule deadlock (a generator bug): no rank can run its next op; "
-        "[op] marks where each rank is stuck, * marks done ops",
+        "schedule deadlock (a generator bug): no rank can run its next op. Each row shows a "
+        "rank's ops around the step where it stopped; [op] cannot start, * marks done ops.",
         head,
     ]
-    for r, order in enumerate(orders):
-        cells = []
-        for step in range(lo, min(hi, len(order))):
-            name = label(order[step])
-            cells.append(f"[{name}]" if step == pos[r] else (f"*{name}" if step < pos[r] else name))
-        state = "finished" if pos[r] >= len(order) else f"waits for {why.get(r, '?')}"
-        lines.append(f"rank {r:>3} | " + " ".join(cells) + f"   ({state})")
+    for r, at, cells in rows:
+        marked = [
+            (f"[{c}]" if k == before and c else (f"*{c}" if k < before and c else c)).ljust(width)
+            for k, c in enumerate(cells)
+        ]
+        state = "finished" if at >= len(orders[r]) else f"waits for {why.get(r, '?')}"
+        lines.append(f"{r:>4} {at:>6} |" + "".join(marked).rstrip() + f"   ({state})")
     return "\n".join(lines)
 
 

@@ -27,7 +27,6 @@ B = "B"
 I = "I"  # noqa: E741 - the op names are the papers' letters
 W = "W"
 FB = "FB"
-KINDS: tuple[str, ...] = (F, B, I, W, FB)
 
 TimeLike = int | float | str | Fraction | Decimal
 
@@ -42,9 +41,6 @@ class ConstraintError(ScheduleError):
     def __init__(self, violations: list[str] | tuple[str, ...]) -> None:
         super().__init__(violations)
         self.args = ("\n".join(self.violations),)
-
-    def __str__(self) -> str:
-        return "\n".join(self.violations)
 
 
 class OrderError(ScheduleError):
@@ -62,11 +58,6 @@ class Op(NamedTuple):
     b_pipe: int = -1
     b_stage: int = -1
     b_mb: int = -1
-
-
-def pair(fwd: Op, bwd: Op) -> Op:
-    """An overlapped pair: `fwd` (an F) and `bwd` (a full B) run as one unit of time F&B."""
-    return Op(FB, fwd.pipe, fwd.stage, fwd.mb, bwd.pipe, bwd.stage, bwd.mb)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ Both renderers are pure and deterministic: same result in, same bytes out.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from math import gcd
 from xml.sax.saxutils import escape
 
@@ -19,6 +20,20 @@ from dpguard.schedules.api import SimResult
 from dpguard.schedules.ops import FB, B, F, I, Layout, Op, W
 
 MAX_COLUMNS = 4000  # a text grid wider than this is unreadable; the SVG has no such limit
+
+
+def number(value: Fraction) -> str:
+    """Exact decimal when it terminates within 6 places (2.5), else a short fraction (7/3),
+    else 6 significant digits."""
+    value = Fraction(value)
+    for places in range(7):
+        scaled = value * 10**places
+        if scaled.denominator == 1:
+            digits = str(abs(scaled.numerator)).rjust(places + 1, "0")
+            sign = "-" if value < 0 else ""
+            return sign + (f"{digits[:-places]}.{digits[-places:]}" if places else digits)
+    text = str(value)
+    return text if len(text) <= 12 else f"{float(value):.6g}"
 
 
 def _name(kind: str, pipe: int, stage: int, mb: int, layout: Layout) -> str:
@@ -72,16 +87,16 @@ def text_timeline(result: SimResult) -> str:
         rows.append(f"{r:>4} |" + "".join(cells).rstrip())
     ruler = [" "] * (width * columns + 1)
     for col in range(0, columns, 10):
-        mark = str(result.makespan * col / columns if columns else 0)
+        mark = number(result.makespan * col / columns if columns else Fraction(0))
         ruler[width * col : width * col + len(mark)] = mark
-    unit_value = result.makespan / columns if columns else 0
+    unit_value = result.makespan / columns if columns else Fraction(0)
     legend = (
         "F forward, B full backward, I input-gradient, W weight-gradient; number = "
         "micro-batch; upper/lower case = the rank's first/second chunk; X&y = overlapped "
-        f"pair; '-' continues an op; '.' idle; one column = {unit_value} unit(s) of time"
+        f"pair; '-' continues an op; '.' idle; one column = {number(unit_value)} unit(s) of time"
     )
     head = f"{result.schedule}: {result.ranks} ranks, {result.stages} stages, " + (
-        f"{result.microbatches} micro-batches, makespan {result.makespan}"
+        f"{result.microbatches} micro-batches, makespan {number(result.makespan)}"
     )
     return "\n".join([head, "time |" + "".join(ruler).rstrip(), *rows, legend]) + "\n"
 

@@ -48,7 +48,8 @@ def test_bubble_text_summary(capsys):
     assert "bubble fraction   8.4184%" in out
     assert "idle per rank     3.5 4 4.5 4.5 4.5 4.5 4 3.5\n" in out
     assert "peak activations  9 9 9 9 9 9 9 9\n" in out
-    assert "(PP/2-1)(F&B+B-3W), PP = P = 4.5: idle time of the worst device" in out
+    assert "closed form       4.5 = (PP/2-1)(F&B+B-3W), PP = P\n" in out
+    assert "idle time of the worst device (the middle ranks)" in out
     assert "exact for these inputs" in out
 
 
@@ -204,3 +205,12 @@ def test_compare_json_puts_schedules_on_the_same_model(capsys):
 def test_compare_invalid_op_times_exit_2(capsys):
     assert main(["compare", "-p", "4", "-m", "8", "--fb", "9"]) == 2
     assert "F&B (9) must lie in [max(F, B), F + B]" in capsys.readouterr().err
+
+
+def test_svg_to_an_unwritable_place_exits_2(tmp_path, capsys):
+    missing = tmp_path / "no-such-dir" / "x.svg"
+    assert main(["bubble", "-s", "gpipe", "-p", "2", "-m", "2", "--svg", str(missing)]) == 2
+    assert "cannot write" in capsys.readouterr().err
+    assert main(["bubble", "-s", "gpipe", "-p", "2", "-m", "2", "--svg", str(tmp_path)]) == 2
+    assert "cannot write" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # the temp file was removed
