@@ -149,3 +149,45 @@ def test_middle_ranks_run_the_first_main_step_pair_unoverlapped():
     v = simulate("dualpipev", 4, 10).timeline.orders[3]
     first_pair = next(i for i, op in enumerate(v) if op.kind == FB)
     assert [op.kind for op in v[first_pair - 2 : first_pair + 1]] == [F, B, FB]
+
+
+def _sends_per_step(result, rank: int, half: int, h: int, main: int, middle: bool) -> list[int]:
+    """Split a rank's order into the 8 steps by their lengths in ops (schedules.md s3) and
+    count the messages each step sends: F to stage s+1, B or I to stage s-1, when that stage
+    lives on another rank."""
+    rest = half - h - 1
+    lengths = [2 * rest, 2 * (h + 1), 3 * rest, 2 * main + middle, 2 * rest, 2 * (h + 1)]
+    lengths += [2 * rest, h + 1]
+    order = result.timeline.orders[rank]
+    assert sum(lengths) == len(order)
+    rank_of = result.timeline.layout.rank_of
+    sends, start = [], 0
+    for length in lengths:
+        count = 0
+        for op in order[start : start + length]:
+            parts = [(F, op.pipe, op.stage), (B, op.b_pipe, op.b_stage)] if op.kind == FB else []
+            for kind, pipe, stage in parts or [(op.kind, op.pipe, op.stage)]:
+                row = rank_of[pipe]
+                nxt = stage + 1 if kind == F else stage - 1
+                if kind != W and 0 <= nxt < len(row) and row[nxt] != rank:
+                    count += 1
+        sends.append(count)
+        start += length
+    return sends
+
+
+@pytest.mark.parametrize("p", [4, 8, 16])
+def test_per_step_messages_on_interior_ranks(p):
+    # s6 table: sends per step on an interior rank (an F&B counts 2, W counts 0)
+    m = 4 * p
+    dual = simulate("dualpipe", p, m)
+    for r in range(1, p - 1):
+        h, half, mm = min(r, p - 1 - r), p // 2, m // 2
+        rest, main = half - h - 1, mm - p + h + 1
+        expected = [2 * rest, 2 * (h + 1), 2 * rest, 4 * main, 3 * rest, 2 * (h + 1), rest, 0]
+        assert _sends_per_step(dual, r, half, h, main, r in (half - 1, half)) == expected, r
+    vee = simulate("dualpipev", p, m)
+    for r in range(1, p - 1):
+        rest, main = p - r - 1, m - 2 * p + r + 1
+        expected = [2 * rest, 2 * (r + 1), 2 * rest, 4 * main, 3 * rest, 2 * (r + 1), rest, 0]
+        assert _sends_per_step(vee, r, p, r, main, False) == expected, r
