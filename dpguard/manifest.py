@@ -16,6 +16,7 @@ from dpguard.catalog import Catalog
 from dpguard.yamlsource import Path, Position, SourceDoc
 
 _SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+_MAX_DIGITS = 30
 _QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)([KMBT]?)")
 
 # Vendor -> scale-up link when the manifest does not say (NVLink on NVIDIA, Infinity Fabric
@@ -26,14 +27,23 @@ _DEFAULT_INTRA_NODE = {"nvidia": "nvlink", "amd": "xgmi"}
 def parse_quantity(value: int | float | str) -> int:
     """``"671B"`` -> 671_000_000_000; ``"14.8T"`` -> 14_800_000_000_000; numbers pass through.
 
-    Decimal arithmetic keeps "14.8T" exact (float would give 14799999999999.998).
+    Decimal arithmetic keeps "14.8T" exact (float would give 14799999999999.998). Fractions of
+    one are dropped ("1.5" -> 1). Raises ValueError for anything that is not a count, and for
+    counts of 10**30 or more: "1e999999T" would overflow Decimal and "1e5000" would make an int
+    too long to print, and no real run comes near.
     """
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a count")
     if isinstance(value, str):
         match = _QUANTITY.fullmatch(value.strip())
         if match is None:
             raise ValueError(f"{value!r} is not a count")
-        return int(Decimal(match.group(1)) * _SUFFIX[match.group(2)])
-    return int(Decimal(str(value)))
+        number, scale = Decimal(match.group(1)), _SUFFIX[match.group(2)]
+    else:
+        number, scale = Decimal(str(value)), 1
+    if not number.is_finite() or number.adjusted() + len(str(scale)) - 1 >= _MAX_DIGITS:
+        raise ValueError(f"{value!r} is too large to be a count")
+    return int(number * scale)
 
 
 @dataclass(frozen=True)

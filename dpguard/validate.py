@@ -37,12 +37,22 @@ _KEYWORD_CODES = {
 }
 
 
+def _is_integer(checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 @cache
 def _validator() -> Any:
-    """The compiled manifest schema validator, built once per process."""
-    from jsonschema import Draft202012Validator
+    """The compiled manifest schema validator, built once per process.
 
-    return Draft202012Validator(resources.schema(SCHEMA_FILE))
+    JSON Schema counts 2048.0 as an integer. Here a count must be written as one: a float would
+    slip past the cross-field checks (which read ints) into the typed Manifest.
+    """
+    from jsonschema import Draft202012Validator, validators
+
+    strict = Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer)
+    validator = validators.extend(Draft202012Validator, type_checker=strict)
+    return validator(resources.schema(SCHEMA_FILE))
 
 
 def dotted(path: Path) -> str:
@@ -53,8 +63,10 @@ def dotted(path: Path) -> str:
 
 
 def _hint(word: str, choices: Any) -> str:
-    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    """ " (did you mean 'x'?)" for the closest choice, ignoring case ("BF16" -> 'bf16')."""
+    by_lower = {str(c).lower(): str(c) for c in choices}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
 
 
 def _describe(value: Any) -> str:
@@ -64,9 +76,44 @@ def _describe(value: Any) -> str:
         return "null"
     if isinstance(value, (dict, list)):
         return "a mapping" if isinstance(value, dict) else "a list"
+    if isinstance(value, str) and len(value) > 40:  # never echo a whole paragraph
+        return repr(value[:37] + "...")
     return repr(value)
 
 
+def _bound(keyword: str, where: str, value: Any, limit: Any) -> str:
+    """The message for a violated minimum/maximum/length/size keyword."""
+    if keyword == "minimum":
+        return f"{where} is {_describe(value)}; it must be at least {limit}"
+    if keyword == "maximum":
+        return f"{where} is {_describe(value)}; it must be at most {limit}"
+    if keyword == "exclusiveMinimum":
+        return f"{where} is {_describe(value)}; it must be more than {limit}"
+    if keyword == "exclusiveMaximum":
+        return f"{where} is {_describe(value)}; it must be less than {limit}"
+    if keyword == "minLength":
+        return (
+            f"{where} must not be empty"
+            if limit == 1
+            else f"{where} must be at least {limit} characters long"
+        )
+    if keyword == "maxLength":
+        return f"{where} is {len(value)} characters long; it must be at most {limit}"
+    if keyword in ("minItems", "minProperties"):
+        return f"{where} has {len(value)} entries; it must have at least {limit}"
+    return f"{where} has {len(value)} entries; it must have at most {limit}"
+
+
+def _quantity_branches(alternatives: Any) -> dict[str, Any] | None:
+    """For a quantity's ``oneOf: [number, string]``, its number branch; else None."""
+    types = {branch.get("type"): branch for branch in alternatives if isinstance(branch, dict)}
+    return types["number"] if set(types) == {"number", "string"} else None
+
+
+_BOUNDS = frozenset(
+    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength"}
+    | {"minItems", "maxItems", "minProperties", "maxProperties"}
+)
 _TYPE_NAMES = {"integer": "an integer", "number": "a number", "string": "a string"}
 _TYPE_NAMES.update({"boolean": "true or false", "object": "a mapping", "array": "a list"})
 
@@ -91,7 +138,9 @@ def schema_problems(validator: Any, doc: SourceDoc) -> Iterator[tuple[Path, str,
             missing = error.message.split("'")[1]
             yield path, "S002", f"{where} is missing the required key {missing!r}"
         elif keyword == "type":
-            expected = _TYPE_NAMES.get(error.validator_value, error.validator_value)
+            types = error.validator_value
+            names = [_TYPE_NAMES.get(t, t) for t in (types if isinstance(types, list) else [types])]
+            expected = " or ".join(names)
             yield path, "S003", f"{where} must be {expected}, not {_describe(error.instance)}"
         elif keyword in ("enum", "const"):
             options = error.validator_value if keyword == "enum" else [error.validator_value]
@@ -102,23 +151,37 @@ def schema_problems(validator: Any, doc: SourceDoc) -> Iterator[tuple[Path, str,
                 f"{where} is {_describe(error.instance)}; allowed: {listed}"
                 f"{_hint(str(error.instance), options)}",
             )
-        elif keyword == "oneOf" and isinstance(error.instance, (int, float, str)):
+        elif keyword == "oneOf" and (number := _quantity_branches(error.validator_value)):
             # Quantities: a bounded number or a suffixed string. Say which half failed.
-            number = next(s for s in error.validator_value if s.get("type") == "number")
-            if isinstance(error.instance, str):
+            value = error.instance
+            if isinstance(value, str):
                 yield (
                     path,
                     "S006",
-                    f"{where} is {error.instance!r}: write a number or a count with a "
+                    f"{where} is {_describe(value)}: write a number or a count with a "
                     "K/M/B/T suffix, such as '671B' or '14.8T'",
+                )
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                yield (
+                    path,
+                    "S004",
+                    f"{where} is {value:g}; it must be between "
+                    f"{number['minimum']:g} and {number['maximum']:g}",
                 )
             else:
                 yield (
                     path,
-                    "S004",
-                    f"{where} is {error.instance:g}; it must be between "
-                    f"{number['minimum']:g} and {number['maximum']:g}",
+                    "S003",
+                    f"{where} must be a number or a count such as '671B', not {_describe(value)}",
                 )
+        elif keyword in _BOUNDS:
+            yield path, "S004", _bound(str(keyword), where, error.instance, error.validator_value)
+        elif keyword == "pattern":
+            yield (
+                path,
+                "S006",
+                f"{where} is {_describe(error.instance)}; it must match {error.validator_value}",
+            )
         else:
             code = _KEYWORD_CODES.get(str(keyword), "S007")
             yield path, code, f"{where}: {error.message}"
@@ -150,7 +213,7 @@ class _Raw:
             return None
         try:
             return parse_quantity(value)
-        except (ValueError, ArithmeticError):
+        except ValueError:
             return None
 
     def has(self, dotted_path: str) -> bool:
@@ -165,9 +228,10 @@ _QUANTITY_MAX["training.tokens"] = 10**17
 def _cross_field(raw: _Raw, catalog: Catalog) -> Iterator[tuple[str, str, str]]:
     """(dotted path, code, message) for each cross-field problem. Sources in docs/manifest.md."""
     for path, limit in _QUANTITY_MAX.items():
-        value = raw.quantity(path)
-        if value is not None and not 1 <= value <= limit:
-            yield path, "X016", f"{path} is {value:,}; it must be between 1 and {limit:.0e}"
+        written = raw.get(path)
+        if isinstance(written, str) and not 1 <= (raw.quantity(path) or 0) <= limit:
+            # None from raw.quantity: too large to compute, so out of range all the same
+            yield path, "X016", f"{path} is {written!r}; it must be between 1 and {limit:.0e}"
 
     name = raw.get("cluster.accelerator")
     if isinstance(name, str) and name.lower() != "custom" and catalog.lookup(name) is None:

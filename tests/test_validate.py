@@ -1,0 +1,1407 @@
+"""dpguard.validate and dpguard.manifest: every schema rule, every cross-field check, quantities,
+normalisation and defaults.
+
+Each case asserts the *complete* list of findings (code, line, column, exact message), so a check
+that fires where it should not fails a test as surely as one that stays silent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dpguard import codes
+from dpguard.catalog import load_catalog
+from dpguard.manifest import Manifest, build_manifest, derived_sizes, parse_quantity
+from dpguard.validate import schema_problems, validate
+from dpguard.yamlsource import load_file, load_text
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA = json.loads((REPO / "schemas" / "manifest.schema.json").read_text(encoding="utf-8"))
+CATALOG = load_catalog()
+
+# Every field, one per line, so each line number below is fixed. DP = 2048 / 16 = 128 and
+# M = 15360 / (1 x 128) = 120; EP 64 divides 256 experts and tensor x context x DP = 128.
+FULL = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata:
+  name: test-run
+  owner: platform
+  description: A manifest that uses every field.
+  labels:
+    team: llm
+cluster:
+  gpus: 2048
+  gpus_per_node: 8
+  accelerator: H800
+  memory_gb: 80
+  peak_tflops_bf16: 989
+  interconnect:
+    inter_node_gbps_per_gpu: 400
+    intra_node: nvlink
+model:
+  architecture: moe
+  total_params: 671B
+  active_params: 37B
+  layers: 61
+  hidden_size: 7168
+  attention_heads: 128
+  seq_len: 4096
+  vocab_size: 129280
+  experts: 256
+  experts_per_token: 8
+training:
+  tokens: 14.8T
+  global_batch_size: 15360
+  micro_batch_size: 1
+  precision: bf16
+  zero_stage: 1
+  activation_recompute: none
+parallelism:
+  tensor: 1
+  pipeline: 16
+  virtual_stages: 1
+  expert: 64
+  context: 1
+  microbatches: 120
+  schedule: dualpipe
+  untie_embeddings: true
+communication:
+  all_to_all_kernel: deepep
+"""
+
+# Line of each key in FULL (the column is 2 x depth + 1).
+LINE: dict[str, int] = {}
+for _number, _text in enumerate(FULL.splitlines(), start=1):
+    _depth = (len(_text) - len(_text.lstrip())) // 2
+    _parents = [k for k in LINE if k.count(".") == _depth - 1 and LINE[k] < _number]
+    _key = _text.strip().split(":")[0]
+    _dotted = (max(_parents, key=LINE.__getitem__) + "." if _depth else "") + _key
+    LINE[_dotted] = _number
+
+
+def at(dotted: str) -> tuple[int, int]:
+    return LINE[dotted], 2 * dotted.count(".") + 1
+
+
+def _span(lines: list[str], dotted: str) -> tuple[int, int]:
+    """Index of `dotted`'s line in `lines` and the index after its last child line."""
+    start = 0
+    for depth, part in enumerate(dotted.split(".")):
+        prefix = "  " * depth + part + ":"
+        start = next(
+            i
+            for i in range(start, len(lines))
+            if lines[i].startswith(prefix) and lines[i][len(prefix)] in " \n"
+        )
+    indent = 2 * dotted.count(".")
+    end = start + 1
+    while end < len(lines) and len(lines[end]) - len(lines[end].lstrip()) > indent:
+        end += 1
+    return start, end
+
+
+def edit(text: str, dotted: str, value: str | None) -> str:
+    """Set `dotted` to the YAML `value` (replacing any children), or delete it when None."""
+    lines = text.splitlines(keepends=True)
+    start, end = _span(lines, dotted)
+    indent = "  " * dotted.count(".")
+    new = [] if value is None else [f"{indent}{dotted.split('.')[-1]}: {value}\n"]
+    return "".join(lines[:start] + new + lines[end:])
+
+
+def insert(text: str, parent: str, line: str) -> str:
+    """Insert `line` as the first child of `parent` ("" for the top level: the first line)."""
+    if not parent:
+        return line + "\n" + text
+    lines = text.splitlines(keepends=True)
+    start, _end = _span(lines, parent)
+    indent = "  " * (parent.count(".") + 1)
+    return "".join([*lines[: start + 1], f"{indent}{line}\n", *lines[start + 1 :]])
+
+
+def apply(text: str, edits: dict[str, str | None]) -> str:
+    for dotted, value in edits.items():
+        text = edit(text, dotted, value)
+    return text
+
+
+Found = tuple[str, int, int, str]
+
+
+def findings(text: str) -> list[Found]:
+    doc = load_text(text, "m.yaml")
+    return [(f.code, f.line, f.col, f.message) for f in validate(doc, CATALOG)]
+
+
+def manifest(text: str) -> Manifest:
+    doc = load_text(text, "m.yaml")
+    assert validate(doc, CATALOG) == []
+    return build_manifest(doc, CATALOG)
+
+
+def test_full_manifest_is_valid() -> None:
+    assert findings(FULL) == []
+    assert LINE["cluster.interconnect.intra_node"] == 17
+    assert LINE["parallelism.microbatches"] == 42
+    assert len(LINE) == 46
+
+
+# --- S002: required keys ----------------------------------------------------------------------
+
+REQUIRED = [
+    ("apiVersion", "(top level)", (1, 1)),
+    ("kind", "(top level)", (1, 1)),
+    ("metadata", "(top level)", (1, 1)),
+    ("cluster", "(top level)", (1, 1)),
+    ("model", "(top level)", (1, 1)),
+    ("training", "(top level)", (1, 1)),
+    ("metadata.name", "metadata", at("metadata")),
+    ("cluster.gpus", "cluster", at("cluster")),
+    ("cluster.accelerator", "cluster", at("cluster")),
+    ("cluster.interconnect", "cluster", at("cluster")),
+    (
+        "cluster.interconnect.inter_node_gbps_per_gpu",
+        "cluster.interconnect",
+        at("cluster.interconnect"),
+    ),
+    ("model.architecture", "model", at("model")),
+    ("model.total_params", "model", at("model")),
+    ("model.layers", "model", at("model")),
+    ("model.hidden_size", "model", at("model")),
+    ("model.attention_heads", "model", at("model")),
+    ("model.seq_len", "model", at("model")),
+    ("model.vocab_size", "model", at("model")),
+    ("training.tokens", "training", at("training")),
+    ("training.global_batch_size", "training", at("training")),
+    # architecture: moe -> then: required (the schema's allOf if/then)
+    ("model.active_params", "model", at("model")),
+    ("model.experts", "model", at("model")),
+    ("model.experts_per_token", "model", at("model")),
+]
+
+
+@pytest.mark.parametrize(("dotted", "parent", "where"), REQUIRED, ids=[r[0] for r in REQUIRED])
+def test_required_key_missing(dotted: str, parent: str, where: tuple[int, int]) -> None:
+    key = dotted.split(".")[-1]
+    assert findings(edit(FULL, dotted, None)) == [
+        ("S002", *where, f"{parent} is missing the required key {key!r}")
+    ]
+
+
+def test_moe_requirements_do_not_apply_to_dense() -> None:
+    text = apply(
+        FULL,
+        {
+            "model.architecture": "dense",
+            "model.total_params": "37B",
+            "model.experts": None,
+            "model.experts_per_token": None,
+            "parallelism.expert": None,
+            "model.active_params": None,
+        },
+    )
+    assert findings(text) == []
+
+
+def test_several_moe_requirements_at_once() -> None:
+    text = apply(FULL, {"model.active_params": None, "model.experts": None})
+    assert findings(text) == [
+        ("S002", 18, 1, "model is missing the required key 'active_params'"),
+        ("S002", 18, 1, "model is missing the required key 'experts'"),
+    ]
+
+
+def test_every_top_level_key_missing_at_once() -> None:
+    assert findings("apiVersion: dpguard/v1\n") == [
+        ("S002", 1, 1, f"(top level) is missing the required key {key!r}")
+        for key in ("cluster", "kind", "metadata", "model", "training")
+    ]
+
+
+# --- S003: types ------------------------------------------------------------------------------
+
+TYPES = [
+    # (dotted, YAML value, expected type in words, the value as the message shows it)
+    ("metadata", "5", "a mapping", "5"),
+    ("metadata.name", "5", "a string", "5"),
+    ("metadata.owner", "[a]", "a string", "a list"),
+    ("metadata.description", "true", "a string", "true"),
+    ("metadata.labels", "[team]", "a mapping", "a list"),
+    ("metadata.labels.team", "1", "a string", "1"),
+    ("cluster", "[]", "a mapping", "a list"),
+    ("cluster.gpus", "'2048'", "an integer", "'2048'"),
+    ("cluster.gpus", "2048.0", "an integer", "2048.0"),
+    ("cluster.gpus", "true", "an integer", "true"),
+    ("cluster.gpus", "", "an integer", "null"),
+    ("cluster.gpus_per_node", "8.0", "an integer", "8.0"),
+    ("cluster.accelerator", "800", "a string", "800"),
+    ("cluster.memory_gb", "'80'", "a number", "'80'"),
+    ("cluster.peak_tflops_bf16", "{a: 1}", "a number", "a mapping"),
+    ("cluster.interconnect", "400", "a mapping", "400"),
+    ("cluster.interconnect.inter_node_gbps_per_gpu", "400G", "a number", "'400G'"),
+    ("model", "moe", "a mapping", "'moe'"),
+    ("model.layers", "61.0", "an integer", "61.0"),
+    ("model.hidden_size", "'7168'", "an integer", "'7168'"),
+    ("model.attention_heads", "128.5", "an integer", "128.5"),
+    ("model.seq_len", "4K", "an integer", "'4K'"),
+    ("model.vocab_size", "false", "an integer", "false"),
+    ("model.experts", "'256'", "an integer", "'256'"),
+    ("model.experts_per_token", "8.0", "an integer", "8.0"),
+    ("training", "1", "a mapping", "1"),
+    ("training.global_batch_size", "15360.0", "an integer", "15360.0"),
+    ("training.micro_batch_size", "'1'", "an integer", "'1'"),
+    ("training.zero_stage", "1.0", "an integer", "1.0"),
+    ("parallelism", "", "a mapping", "null"),
+    ("parallelism.tensor", "2.0", "an integer", "2.0"),
+    ("parallelism.pipeline", "'16'", "an integer", "'16'"),
+    ("parallelism.virtual_stages", "[1]", "an integer", "a list"),
+    ("parallelism.expert", "64.0", "an integer", "64.0"),
+    ("parallelism.context", "true", "an integer", "true"),
+    ("parallelism.microbatches", "'120'", "an integer", "'120'"),
+    ("parallelism.untie_embeddings", "'yes'", "true or false", "'yes'"),
+    ("parallelism.untie_embeddings", "yes", "true or false", "'yes'"),
+    ("parallelism.untie_embeddings", "1", "true or false", "1"),
+    ("communication", "deepep", "a mapping", "'deepep'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "expected", "shown"), TYPES, ids=[f"{t[0]}={t[1]}" for t in TYPES]
+)
+def test_wrong_type(dotted: str, value: str, expected: str, shown: str) -> None:
+    text = (
+        edit(FULL, dotted, value)
+        if dotted != "metadata.labels.team"
+        else FULL.replace("    team: llm", f"    team: {value}")
+    )
+    assert findings(text) == [("S003", *at(dotted), f"{dotted} must be {expected}, not {shown}")]
+
+
+QUANTITY_TYPES = [
+    ("model.total_params", "true", "true"),
+    ("model.active_params", "", "null"),
+    ("training.tokens", "[14.8T]", "a list"),
+    ("training.tokens", "{T: 14.8}", "a mapping"),
+]
+
+
+@pytest.mark.parametrize(("dotted", "value", "shown"), QUANTITY_TYPES)
+def test_quantity_of_the_wrong_type(dotted: str, value: str, shown: str) -> None:
+    assert findings(edit(FULL, dotted, value)) == [
+        (
+            "S003",
+            *at(dotted),
+            f"{dotted} must be a number or a count such as '671B', not {shown}",
+        )
+    ]
+
+
+# --- S005: enums and consts -------------------------------------------------------------------
+
+ENUMS = [
+    ("apiVersion", "dpguard/v2", "dpguard/v1", " (did you mean 'dpguard/v1'?)"),
+    ("apiVersion", "v1", "dpguard/v1", ""),
+    ("kind", "Training", "TrainingManifest", " (did you mean 'TrainingManifest'?)"),
+    ("kind", "Job", "TrainingManifest", ""),
+    (
+        "cluster.interconnect.intra_node",
+        "nvlnk",
+        "nvlink, xgmi, pcie, other",
+        " (did you mean 'nvlink'?)",
+    ),
+    ("cluster.interconnect.intra_node", "infiniband", "nvlink, xgmi, pcie, other", ""),
+    ("model.architecture", "mixture", "moe, dense", ""),
+    ("model.architecture", "dens", "moe, dense", " (did you mean 'dense'?)"),
+    ("training.precision", "BF16", "bf16, fp8, fp16", " (did you mean 'bf16'?)"),
+    ("training.precision", "fp18", "bf16, fp8, fp16", " (did you mean 'fp8'?)"),
+    ("training.precision", "int4", "bf16, fp8, fp16", ""),
+    ("training.activation_recompute", "ful", "none, selective, full", " (did you mean 'full'?)"),
+    ("training.activation_recompute", "always", "none, selective, full", ""),
+    (
+        "parallelism.schedule",
+        "DualPipe",
+        "gpipe, 1f1b, interleaved-1f1b, zb1p, dualpipe, dualpipev",
+        " (did you mean 'dualpipe'?)",
+    ),
+    (
+        "parallelism.schedule",
+        "chimera",
+        "gpipe, 1f1b, interleaved-1f1b, zb1p, dualpipe, dualpipev",
+        "",
+    ),
+    (
+        "communication.all_to_all_kernel",
+        "deep-ep",
+        "none, nccl, deepep, pplx, uccl-ep, mori, custom",
+        " (did you mean 'deepep'?)",
+    ),
+    (
+        "communication.all_to_all_kernel",
+        "mpi",
+        "none, nccl, deepep, pplx, uccl-ep, mori, custom",
+        "",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "allowed", "hint"), ENUMS, ids=[f"{e[0]}={e[1]}" for e in ENUMS]
+)
+def test_enum_and_const(dotted: str, value: str, allowed: str, hint: str) -> None:
+    # (An architecture that is neither moe nor dense gets neither the moe requirements nor the
+    # dense checks: the S005 finding is the only one.)
+    text = edit(FULL, dotted, value)
+    assert findings(text) == [
+        ("S005", *at(dotted), f"{dotted} is {value!r}; allowed: {allowed}{hint}")
+    ]
+
+
+def test_enum_with_a_non_string_value() -> None:
+    assert findings(edit(FULL, "training.precision", "16")) == [
+        (
+            "S005",
+            *at("training.precision"),
+            "training.precision is 16; allowed: bf16, fp8, fp16 (did you mean 'fp16'?)",
+        )
+    ]
+
+
+# --- S004: ranges, lengths, sizes -------------------------------------------------------------
+
+RANGES = [
+    # (dotted, below the minimum, the minimum, above the maximum, the maximum)
+    ("cluster.gpus", "0", 1, "1048577", 1048576),
+    ("cluster.gpus_per_node", "0", 1, "1025", 1024),
+    ("cluster.memory_gb", "0.5", 1, "4097", 4096),
+    ("cluster.peak_tflops_bf16", "-1", 1, "100001", 100000),
+    ("cluster.interconnect.inter_node_gbps_per_gpu", "0", 1, "100000.5", 100000),
+    ("model.layers", "0", 1, "10001", 10000),
+    ("model.hidden_size", "0", 1, "1048577", 1048576),
+    ("model.attention_heads", "0", 1, "65537", 65536),
+    ("model.seq_len", "-4096", 1, "134217729", 134217728),
+    ("model.vocab_size", "0", 1, "16777217", 16777216),
+    ("model.experts", "0", 1, "65537", 65536),
+    ("model.experts_per_token", "0", 1, "65537", 65536),
+    ("training.global_batch_size", "0", 1, "1073741825", 1073741824),
+    ("training.micro_batch_size", "0", 1, "65537", 65536),
+    ("training.zero_stage", "-1", 0, "4", 3),
+    ("parallelism.tensor", "0", 1, "1025", 1024),
+    ("parallelism.pipeline", "0", 1, "65537", 65536),
+    ("parallelism.virtual_stages", "0", 1, "1025", 1024),
+    ("parallelism.expert", "0", 1, "65537", 65536),
+    ("parallelism.context", "0", 1, "1025", 1024),
+    ("parallelism.microbatches", "0", 1, "16777217", 16777216),
+]
+
+
+def _shown(value: str) -> str:
+    number = float(value)
+    return str(int(number)) if number.is_integer() and "." not in value else value
+
+
+@pytest.mark.parametrize(
+    ("dotted", "low", "minimum", "high", "maximum"), RANGES, ids=[r[0] for r in RANGES]
+)
+def test_minimum_and_maximum(dotted: str, low: str, minimum: int, high: str, maximum: int) -> None:
+    assert findings(edit(FULL, dotted, low)) == [
+        ("S004", *at(dotted), f"{dotted} is {_shown(low)}; it must be at least {minimum}")
+    ]
+    assert findings(edit(FULL, dotted, high)) == [
+        ("S004", *at(dotted), f"{dotted} is {_shown(high)}; it must be at most {maximum}")
+    ]
+
+
+QUANTITY_RANGES = [
+    ("model.total_params", "0", "0", "1e+15"),
+    ("model.total_params", "-671000000000", "-6.71e+11", "1e+15"),
+    ("model.total_params", "1.0e16", "1e+16", "1e+15"),
+    ("model.active_params", "0.5", "0.5", "1e+15"),
+    ("training.tokens", "0", "0", "1e+17"),
+    ("training.tokens", "2.0e17", "2e+17", "1e+17"),
+]
+
+
+@pytest.mark.parametrize(("dotted", "value", "shown", "maximum"), QUANTITY_RANGES)
+def test_quantity_number_out_of_range(dotted: str, value: str, shown: str, maximum: str) -> None:
+    assert findings(edit(FULL, dotted, value)) == [
+        ("S004", *at(dotted), f"{dotted} is {shown}; it must be between 1 and {maximum}")
+    ]
+
+
+LENGTHS = [
+    ("metadata.owner", "''", "metadata.owner must not be empty"),
+    ("metadata.owner", "o" * 129, "metadata.owner is 129 characters long; it must be at most 128"),
+    ("cluster.accelerator", "''", "cluster.accelerator must not be empty"),
+    (
+        "cluster.accelerator",
+        "H" * 65,
+        "cluster.accelerator is 65 characters long; it must be at most 64",
+    ),
+    (
+        "metadata.description",
+        "d" * 2001,
+        "metadata.description is 2001 characters long; it must be at most 2000",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "message"), LENGTHS, ids=[f"{x[0]}-{len(x[1])}" for x in LENGTHS]
+)
+def test_string_lengths(dotted: str, value: str, message: str) -> None:
+    assert findings(edit(FULL, dotted, value)) == [("S004", *at(dotted), message)]
+
+
+def test_label_value_length_and_label_count() -> None:
+    long_value = FULL.replace("    team: llm", "    team: " + "x" * 257)
+    assert findings(long_value) == [
+        ("S004", 8, 5, "metadata.labels.team is 257 characters long; it must be at most 256")
+    ]
+    many = edit(FULL, "metadata.labels", "{" + ", ".join(f"k{i}: v" for i in range(65)) + "}")
+    assert findings(many) == [
+        ("S004", *at("metadata.labels"), "metadata.labels has 65 entries; it must have at most 64")
+    ]
+    assert (
+        findings(
+            edit(FULL, "metadata.labels", "{" + ", ".join(f"k{i}: v" for i in range(64)) + "}")
+        )
+        == []
+    )
+
+
+def test_labels_take_any_key() -> None:
+    text = FULL.replace("    team: llm", "    team: llm\n    cost-centre: '4711'\n    Any_Key.x: y")
+    assert findings(text) == []
+
+
+# --- S006: patterns ---------------------------------------------------------------------------
+
+NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+PATTERNS = [
+    (
+        "metadata.name",
+        "-leading-dash",
+        f"metadata.name is '-leading-dash'; it must match {NAME_PATTERN}",
+    ),
+    ("metadata.name", "'has space'", f"metadata.name is 'has space'; it must match {NAME_PATTERN}"),
+    ("metadata.name", "'a/b'", f"metadata.name is 'a/b'; it must match {NAME_PATTERN}"),
+    ("metadata.name", "''", f"metadata.name is ''; it must match {NAME_PATTERN}"),
+    (
+        "metadata.name",
+        "n" * 129,
+        f"metadata.name is '{'n' * 37}...'; it must match {NAME_PATTERN}",
+    ),
+]
+QUANTITY_FORM = ": write a number or a count with a K/M/B/T suffix, such as '671B' or '14.8T'"
+for _dotted, _bad in [
+    ("model.total_params", "671X"),
+    ("model.total_params", "671b"),
+    ("model.total_params", "'671 B'"),
+    ("model.active_params", "1.5.5B"),
+    ("model.active_params", "-37B"),
+    ("training.tokens", "lots"),
+    ("training.tokens", "''"),
+    ("training.tokens", "'.5T'"),
+]:
+    _written = _bad.strip("'")
+    PATTERNS.append((_dotted, _bad, f"{_dotted} is {_written!r}{QUANTITY_FORM}"))
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "message"), PATTERNS, ids=[f"{p[0]}={p[1][:12]}" for p in PATTERNS]
+)
+def test_pattern(dotted: str, value: str, message: str) -> None:
+    assert findings(edit(FULL, dotted, value)) == [("S006", *at(dotted), message)]
+
+
+# --- S001: unknown keys -----------------------------------------------------------------------
+
+UNKNOWN = [
+    ("", "clustr: {}", "clustr", "(top level)", " (did you mean 'cluster'?)"),
+    ("", "paralelism: {}", "paralelism", "(top level)", " (did you mean 'parallelism'?)"),
+    ("", "x-extra: 1", "x-extra", "(top level)", ""),
+    ("metadata", "nmae: x", "nmae", "metadata", " (did you mean 'name'?)"),
+    ("metadata", "team: x", "team", "metadata", ""),
+    ("cluster", "gpu: 8", "gpu", "cluster", " (did you mean 'gpus'?)"),
+    ("cluster", "region: eu", "region", "cluster", ""),
+    (
+        "cluster.interconnect",
+        "intra_nod: nvlink",
+        "intra_nod",
+        "cluster.interconnect",
+        " (did you mean 'intra_node'?)",
+    ),
+    ("cluster.interconnect", "rdma: true", "rdma", "cluster.interconnect", ""),
+    ("model", "expert: 8", "expert", "model", " (did you mean 'experts'?)"),
+    ("model", "rope: yes", "rope", "model", ""),
+    ("training", "precison: bf16", "precison", "training", " (did you mean 'precision'?)"),
+    ("training", "lr: 0.001", "lr", "training", ""),
+    ("parallelism", "scheduel: 1f1b", "scheduel", "parallelism", " (did you mean 'schedule'?)"),
+    ("parallelism", "data: 8", "data", "parallelism", ""),
+    (
+        "communication",
+        "all_to_all: nccl",
+        "all_to_all",
+        "communication",
+        " (did you mean 'all_to_all_kernel'?)",
+    ),
+    ("communication", "ib: true", "ib", "communication", ""),
+]
+
+
+@pytest.mark.parametrize(
+    ("parent", "line", "key", "where", "hint"), UNKNOWN, ids=[u[2] for u in UNKNOWN]
+)
+def test_unknown_key(parent: str, line: str, key: str, where: str, hint: str) -> None:
+    text = insert(FULL, parent, line)
+    position = (1, 1) if not parent else (LINE[parent] + 1, 2 * parent.count(".") + 3)
+    assert findings(text) == [("S001", *position, f"unknown key {key!r} in {where}{hint}")]
+
+
+def test_merge_key_is_an_unknown_key() -> None:
+    text = FULL.replace("parallelism:\n", "parallelism:\n  <<: {tensor: 1}\n")
+    assert findings(text) == [("S001", 37, 3, "unknown key '<<' in parallelism")]
+
+
+def test_schema_fallback_code_for_other_keywords() -> None:
+    # The manifest schema uses no keyword outside the table; a policy-style schema may.
+    from jsonschema import Draft202012Validator
+
+    doc = load_text("items: [a, a]\n", "p.yaml")
+    validator = Draft202012Validator({"properties": {"items": {"uniqueItems": True}}})
+    assert list(schema_problems(validator, doc)) == [
+        (("items",), "S007", "items: ['a', 'a'] has non-unique elements")
+    ]
+
+
+def test_type_lists_are_named() -> None:
+    from jsonschema import Draft202012Validator
+
+    doc = load_text("value: [1]\n", "p.yaml")
+    validator = Draft202012Validator({"properties": {"value": {"type": ["string", "number"]}}})
+    assert list(schema_problems(validator, doc)) == [
+        (("value",), "S003", "value must be a string or a number, not a list")
+    ]
+
+
+# --- every schema rule is covered by a table above --------------------------------------------
+
+
+def schema_rules(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, str]]:
+    """(dotted property, keyword) for every constraint in the manifest schema."""
+    constrained = (
+        "type",
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "maxProperties",
+        "pattern",
+        "oneOf",
+    )
+    for keyword in constrained:
+        if keyword in schema and path:
+            yield path, keyword
+    for name in schema.get("required", []):
+        yield (f"{path}.{name}" if path else name), "required"
+    if schema.get("additionalProperties") is False:
+        yield path, "additionalProperties"
+    for name, sub in schema.get("properties", {}).items():
+        yield from schema_rules(sub, f"{path}.{name}" if path else name)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        yield from schema_rules(extra, f"{path}.*")
+    for branch in schema.get("allOf", []):
+        for name in branch["then"]["properties"]["model"]["required"]:
+            yield f"model.{name}", "required"
+
+
+def covered_rules() -> set[tuple[str, str]]:
+    covered = {(dotted, "required") for dotted, _parent, _where in REQUIRED}
+    covered |= {(dotted, "type") for dotted, *_ in TYPES}
+    covered |= {(dotted, "oneOf") for dotted, *_ in QUANTITY_TYPES + QUANTITY_RANGES}
+    covered |= {(dotted, "oneOf") for dotted, *_ in PATTERNS if not dotted.startswith("meta")}
+    covered |= {(dotted, "enum") for dotted, *_ in ENUMS if "." in dotted}
+    covered |= {(dotted, "const") for dotted, *_ in ENUMS if "." not in dotted}
+    covered |= {(dotted, k) for dotted, *_ in RANGES for k in ("minimum", "maximum")}
+    covered |= {("metadata.owner", "minLength"), ("metadata.owner", "maxLength")}
+    covered |= {("cluster.accelerator", "minLength"), ("cluster.accelerator", "maxLength")}
+    covered |= {("metadata.description", "maxLength")}
+    covered |= {("metadata.labels.*", "type"), ("metadata.labels.*", "maxLength")}
+    covered |= {("metadata.labels", "maxProperties"), ("metadata.name", "pattern")}
+    covered |= {(parent, "additionalProperties") for parent, *_ in UNKNOWN}
+    return {("metadata.labels.*", k) if d == "metadata.labels.team" else (d, k) for d, k in covered}
+
+
+def test_every_schema_rule_has_a_case() -> None:
+    rules = set(schema_rules(SCHEMA))
+    rules = {(d or "", k) for d, k in rules}
+    missing = rules - covered_rules()
+    assert not missing, f"schema rules without a test case: {sorted(missing)}"
+    assert len(rules) > 100
+
+
+def properties(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, sub in schema.get("properties", {}).items():
+        dotted = f"{path}.{name}" if path else name
+        yield dotted, sub
+        yield from properties(sub, dotted)
+
+
+def test_every_schema_property_has_a_description() -> None:
+    assert SCHEMA["description"]
+    undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
+    assert undocumented == []
+    assert len(list(properties(SCHEMA))) == 45
+
+
+def test_schema_rejects_unknown_keys_everywhere() -> None:
+    objects = [d for d, sub in properties(SCHEMA) if sub.get("type") == "object"]
+    assert objects == [
+        "metadata",
+        "metadata.labels",
+        "cluster",
+        "cluster.interconnect",
+        "model",
+        "training",
+        "parallelism",
+        "communication",
+    ]
+    for dotted, sub in properties(SCHEMA):
+        if sub.get("type") == "object" and dotted != "metadata.labels":
+            assert sub["additionalProperties"] is False, dotted
+    assert SCHEMA["additionalProperties"] is False
+
+
+def test_schema_defaults_match_the_normalised_manifest(valid_manifest_text: str) -> None:
+    text = valid_manifest_text.rstrip("\n") + "\nparallelism: {}\n"
+    m = manifest(text.replace("  micro_batch_size: 1\n", ""))
+    values = {
+        "cluster.gpus_per_node": m.cluster.gpus_per_node,
+        "training.micro_batch_size": m.training.micro_batch_size,
+        "training.precision": m.training.precision,
+        "training.zero_stage": m.training.zero_stage,
+        "training.activation_recompute": m.training.activation_recompute,
+        "parallelism.tensor": m.parallelism.tensor if m.parallelism else None,
+        "parallelism.pipeline": m.parallelism.pipeline if m.parallelism else None,
+        "parallelism.virtual_stages": m.parallelism.virtual_stages if m.parallelism else None,
+        "parallelism.expert": m.parallelism.expert if m.parallelism else None,
+        "parallelism.context": m.parallelism.context if m.parallelism else None,
+        "parallelism.untie_embeddings": m.parallelism.untie_embeddings if m.parallelism else None,
+        "communication.all_to_all_kernel": m.communication.all_to_all_kernel,
+    }
+    defaults = {d: sub["default"] for d, sub in properties(SCHEMA) if "default" in sub}
+    assert defaults == values
+
+
+# --- cross-field checks X001..X017 ------------------------------------------------------------
+
+NO_PARALLELISM = edit(FULL, "parallelism", None)
+DENSE = apply(
+    FULL,
+    {
+        "model.architecture": "dense",
+        "model.total_params": "70B",
+        "model.active_params": None,
+        "model.experts": None,
+        "model.experts_per_token": None,
+        "parallelism.expert": None,
+        "communication.all_to_all_kernel": "none",
+    },
+)
+KNOWN = (
+    "known: A100-40GB, A100-80GB, B200, GB200, Gaudi3, H100-SXM, H200, H800, MI300X, MI325X, "
+    "or custom"
+)
+
+# (id, base text, edits, expected findings); each check once firing, once at its boundary.
+CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
+    (
+        "X001",
+        FULL,
+        {"cluster.gpus": "2040"},
+        [
+            (
+                "X001",
+                *at("cluster.gpus"),
+                "2040 GPUs is not divisible by tensor x pipeline x context = 1 x 16 x 1 = 16",
+            )
+        ],
+    ),
+    ("X001-ok", FULL, {"cluster.gpus": "4096", "parallelism.microbatches": "60"}, []),
+    (
+        "X001-context",
+        FULL,
+        {"parallelism.context": "3", "model.seq_len": "4098"},
+        [
+            (
+                "X001",
+                *at("cluster.gpus"),
+                "2048 GPUs is not divisible by tensor x pipeline x context = 1 x 16 x 3 = 48",
+            )
+        ],
+    ),
+    (
+        "X002",
+        FULL,
+        {"cluster.gpus_per_node": "6"},
+        [("X002", *at("cluster.gpus"), "2048 GPUs is not a whole number of 6-GPU nodes")],
+    ),
+    (
+        "X002-no-parallelism",
+        NO_PARALLELISM,
+        {"cluster.gpus": "12"},
+        [("X002", *at("cluster.gpus"), "12 GPUs is not a whole number of 8-GPU nodes")],
+    ),
+    ("X002-ok-part-of-a-node", NO_PARALLELISM, {"cluster.gpus": "4"}, []),
+    (
+        "X002-ok-default-8",
+        NO_PARALLELISM,
+        {"cluster.gpus": "16", "cluster.gpus_per_node": None},
+        [],
+    ),
+    (
+        "X003",
+        FULL,
+        {"training.global_batch_size": "15361"},
+        [
+            (
+                "X003",
+                *at("training.global_batch_size"),
+                "global_batch_size (15361) is not divisible by micro_batch_size x data parallel "
+                "= 1 x 128 = 128",
+            )
+        ],
+    ),
+    (
+        "X003-micro-batch",
+        FULL,
+        {"training.micro_batch_size": "7"},
+        [
+            (
+                "X003",
+                *at("training.global_batch_size"),
+                "global_batch_size (15360) is not divisible by micro_batch_size x data parallel "
+                "= 7 x 128 = 896",
+            )
+        ],
+    ),
+    (
+        "X003-ok",
+        FULL,
+        {"training.global_batch_size": "128", "parallelism.microbatches": "1"},
+        [],
+    ),
+    (
+        "X004",
+        FULL,
+        {"parallelism.microbatches": "100"},
+        [
+            (
+                "X004",
+                *at("parallelism.microbatches"),
+                "microbatches is 100 but global_batch_size / (micro_batch_size x data parallel) "
+                "= 15360 / (1 x 128) = 120",
+            )
+        ],
+    ),
+    ("X004-ok-absent", FULL, {"parallelism.microbatches": None}, []),
+    (
+        "X004-ok-micro-batch-2",
+        FULL,
+        {"training.micro_batch_size": "2", "parallelism.microbatches": "60"},
+        [],
+    ),
+    (
+        "X005",
+        FULL,
+        {"model.active_params": "700B"},
+        [
+            (
+                "X005",
+                *at("model.active_params"),
+                "active_params (700,000,000,000) exceeds total_params (671,000,000,000)",
+            )
+        ],
+    ),
+    ("X005-ok-equal", FULL, {"model.active_params": "671000000000"}, []),
+    (
+        "X006-experts",
+        DENSE,
+        {"model.vocab_size": "129280\n  experts: 8"},
+        [("X006", 26, 3, "model.experts is set on a dense model")],
+    ),
+    (
+        "X006-experts-per-token",
+        DENSE,
+        {"model.vocab_size": "129280\n  experts_per_token: 2"},
+        [("X006", 26, 3, "model.experts_per_token is set on a dense model")],
+    ),
+    (
+        "X006-expert-parallelism",
+        DENSE,
+        {"parallelism.context": "1\n  expert: 2"},
+        [("X006", 38, 3, "expert parallelism is set on a dense model")],
+    ),
+    ("X006-ok-expert-1", DENSE, {"parallelism.context": "1\n  expert: 1"}, []),
+    (
+        "X007",
+        FULL,
+        {"model.experts_per_token": "300"},
+        [("X007", *at("model.experts_per_token"), "experts_per_token (300) exceeds experts (256)")],
+    ),
+    ("X007-ok-equal", FULL, {"model.experts_per_token": "256"}, []),
+    (
+        "X008",
+        FULL,
+        {"model.experts": "160"},
+        [
+            (
+                "X008",
+                *at("parallelism.expert"),
+                "experts (160) is not divisible by expert parallel size 64",
+            )
+        ],
+    ),
+    ("X008-ok", FULL, {"model.experts": "192"}, []),
+    (
+        "X009",
+        FULL,
+        {"parallelism.expert": "256"},
+        [
+            (
+                "X009",
+                *at("parallelism.expert"),
+                "expert parallel size 256 does not divide tensor x context x data parallel "
+                "= 1 x 1 x 128 = 128",
+            )
+        ],
+    ),
+    ("X009-ok", FULL, {"parallelism.expert": "128"}, []),
+    (
+        "X010",
+        FULL,
+        {
+            "model.attention_heads": "100",
+            "parallelism.tensor": "8",
+            "parallelism.microbatches": "960",
+        },
+        [
+            (
+                "X010",
+                *at("parallelism.tensor"),
+                "attention_heads (100) is not divisible by tensor parallel size 8",
+            )
+        ],
+    ),
+    (
+        "X010-ok",
+        FULL,
+        {"parallelism.tensor": "8", "parallelism.microbatches": "960"},
+        [],
+    ),
+    (
+        "X011",
+        FULL,
+        {"model.seq_len": "4100", "parallelism.context": "4", "parallelism.microbatches": "480"},
+        [
+            (
+                "X011",
+                *at("parallelism.context"),
+                "seq_len (4100) is not divisible by 2 x context parallel size (8)",
+            )
+        ],
+    ),
+    (
+        "X011-ok",
+        FULL,
+        {"model.seq_len": "4104", "parallelism.context": "4", "parallelism.microbatches": "480"},
+        [],
+    ),
+    ("X011-ok-no-context", FULL, {"model.seq_len": "4097"}, []),
+    (
+        "X012",
+        FULL,
+        {"cluster.accelerator": "H900"},
+        [
+            (
+                "X012",
+                *at("cluster.accelerator"),
+                f"unknown accelerator 'H900' (did you mean 'H800'?); {KNOWN}",
+            )
+        ],
+    ),
+    (
+        "X012-no-hint",
+        FULL,
+        {"cluster.accelerator": "TPU-v5p"},
+        [("X012", *at("cluster.accelerator"), f"unknown accelerator 'TPU-v5p'; {KNOWN}")],
+    ),
+    ("X012-ok-alias", FULL, {"cluster.accelerator": "h800_sxm5"}, []),
+    ("X012-ok-custom", FULL, {"cluster.accelerator": "Custom"}, []),
+    (
+        "X013",
+        FULL,
+        {
+            "cluster.accelerator": "custom",
+            "cluster.memory_gb": None,
+            "cluster.peak_tflops_bf16": None,
+        },
+        [
+            ("X013", *at("cluster.accelerator"), "a custom accelerator needs cluster.memory_gb"),
+            (
+                "X013",
+                *at("cluster.accelerator"),
+                "a custom accelerator needs cluster.peak_tflops_bf16",
+            ),
+        ],
+    ),
+    ("X013-ok", FULL, {"cluster.accelerator": "custom"}, []),
+    (
+        "X013-one",
+        FULL,
+        {"cluster.accelerator": "custom", "cluster.peak_tflops_bf16": None},
+        [
+            (
+                "X013",
+                *at("cluster.accelerator"),
+                "a custom accelerator needs cluster.peak_tflops_bf16",
+            )
+        ],
+    ),
+    (
+        "X014",
+        FULL,
+        {"model.layers": "15"},
+        [
+            (
+                "X014",
+                *at("parallelism.pipeline"),
+                "pipeline x virtual_stages = 16 stages for 15 layers: some stages would hold "
+                "no layer",
+            )
+        ],
+    ),
+    (
+        "X014-virtual",
+        FULL,
+        {"model.layers": "31", "parallelism.virtual_stages": "2"},
+        [
+            (
+                "X014",
+                *at("parallelism.pipeline"),
+                "pipeline x virtual_stages = 32 stages for 31 layers: some stages would hold "
+                "no layer",
+            )
+        ],
+    ),
+    ("X014-ok", FULL, {"model.layers": "32", "parallelism.virtual_stages": "2"}, []),
+    (
+        "X015",
+        FULL,
+        {
+            "parallelism.pipeline": "1",
+            "parallelism.virtual_stages": "2",
+            "training.global_batch_size": "20480",
+            "parallelism.microbatches": "10",
+        },
+        [("X015", *at("parallelism.virtual_stages"), "virtual_stages > 1 needs pipeline > 1")],
+    ),
+    (
+        "X015-ok",
+        FULL,
+        {
+            "parallelism.pipeline": "2",
+            "parallelism.virtual_stages": "2",
+            "parallelism.microbatches": "15",
+        },
+        [],
+    ),
+    (
+        "X016",
+        FULL,
+        {"model.total_params": "2000T"},
+        [
+            (
+                "X016",
+                *at("model.total_params"),
+                "model.total_params is '2000T'; it must be between 1 and 1e+15",
+            )
+        ],
+    ),
+    (
+        "X016-zero",
+        FULL,
+        {"model.active_params": "0B"},
+        [
+            (
+                "X016",
+                *at("model.active_params"),
+                "model.active_params is '0B'; it must be between 1 and 1e+15",
+            )
+        ],
+    ),
+    (
+        "X016-fraction",
+        FULL,
+        {"model.active_params": "'0.4'"},
+        [
+            (
+                "X016",
+                *at("model.active_params"),
+                "model.active_params is '0.4'; it must be between 1 and 1e+15",
+            )
+        ],
+    ),
+    (
+        "X016-overflow",
+        FULL,
+        {"model.total_params": "1e999999T"},
+        [
+            (
+                "X016",
+                *at("model.total_params"),
+                "model.total_params is '1e999999T'; it must be between 1 and 1e+15",
+            )
+        ],
+    ),
+    (
+        "X016-tokens",
+        FULL,
+        {"training.tokens": "100001T"},
+        [
+            (
+                "X016",
+                *at("training.tokens"),
+                "training.tokens is '100001T'; it must be between 1 and 1e+17",
+            )
+        ],
+    ),
+    (
+        "X016-ok-limits",
+        FULL,
+        {"model.total_params": "1000T", "training.tokens": "100000T", "model.active_params": "1"},
+        [],
+    ),
+    (
+        "X017",
+        DENSE,
+        {"model.total_params": "70B\n  active_params: 10B"},
+        [
+            (
+                "X017",
+                21,
+                3,
+                "a dense model activates all its parameters: active_params (10,000,000,000) "
+                "must equal total_params (70,000,000,000) or be left out",
+            )
+        ],
+    ),
+    ("X017-ok-equal", DENSE, {"model.total_params": "70B\n  active_params: 7.0e10"}, []),
+]
+
+
+@pytest.mark.parametrize(("case", "base", "edits", "expected"), CROSS, ids=[c[0] for c in CROSS])
+def test_cross_field(
+    case: str, base: str, edits: dict[str, str | None], expected: list[Found]
+) -> None:
+    assert findings(apply(base, edits)) == expected
+
+
+def test_dense_base_is_valid() -> None:
+    assert findings(DENSE) == []
+    assert findings(NO_PARALLELISM) == []
+
+
+def test_every_cross_field_check_fires_and_has_a_boundary() -> None:
+    fired = {f[0] for _id, _base, _edits, expected in CROSS for f in expected}
+    x_codes = {c for c in codes.CODES if c.startswith("X")}
+    assert fired == x_codes
+    quiet = {case.split("-")[0] for case, _b, _e, expected in CROSS if not expected}
+    assert quiet == x_codes
+
+
+def test_cross_field_checks_stay_silent_on_schema_broken_values() -> None:
+    # tensor 0 breaks the schema: no divisibility check may divide by it or report it again.
+    assert findings(edit(FULL, "parallelism.tensor", "0")) == [
+        ("S004", *at("parallelism.tensor"), "parallelism.tensor is 0; it must be at least 1")
+    ]
+    assert findings(edit(FULL, "parallelism", "[]")) == [
+        ("S003", *at("parallelism"), "parallelism must be a mapping, not a list")
+    ]
+
+
+def test_every_problem_at_once_sorted_by_position() -> None:
+    path = REPO / "examples" / "mistakes.yaml"
+    doc = load_file(str(path))
+    result = [f.format() for f in validate(doc, CATALOG)]
+    p = str(path)
+    assert result == [
+        f"{p}:7:3: error X001 1000 GPUs is not divisible by tensor x pipeline x context "
+        "= 3 x 8 x 1 = 24",
+        f"{p}:9:3: error X012 unknown accelerator 'H900' (did you mean 'H800'?); {KNOWN}",
+        f"{p}:15:3: error X005 active_params (80,000,000,000) exceeds total_params "
+        "(70,000,000,000)",
+        f"{p}:21:3: error X006 model.experts is set on a dense model",
+        f"{p}:25:3: error S004 training.micro_batch_size is 0; it must be at least 1",
+        f"{p}:26:3: error S001 unknown key 'precison' in training (did you mean 'precision'?)",
+        f"{p}:28:3: error X010 attention_heads (64) is not divisible by tensor parallel size 3",
+    ]
+
+
+@pytest.mark.parametrize("name", ["frontier-moe", "large-dense", "small-dense", "no-pipeline"])
+def test_valid_examples(name: str) -> None:
+    doc = load_file(str(REPO / "examples" / f"{name}.yaml"))
+    assert validate(doc, CATALOG) == []
+
+
+def test_examples_cover_the_issue() -> None:
+    large = manifest((REPO / "examples" / "large-dense.yaml").read_text(encoding="utf-8"))
+    assert large.model.architecture == "dense" and large.cluster.gpus >= 1024
+    frontier = manifest((REPO / "examples" / "frontier-moe.yaml").read_text(encoding="utf-8"))
+    assert frontier.model.is_moe and frontier.parallelism is not None
+    assert frontier.parallelism.pipeline > 1
+    no_pipeline = manifest((REPO / "examples" / "no-pipeline.yaml").read_text(encoding="utf-8"))
+    assert no_pipeline.parallelism is None
+
+
+# --- parse_quantity and derived sizes ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("671B", 671_000_000_000),
+        ("37B", 37_000_000_000),
+        ("14.8T", 14_800_000_000_000),
+        ("15.6T", 15_600_000_000_000),
+        ("1.3B", 1_300_000_000),
+        ("0.5K", 500),
+        ("2M", 2_000_000),
+        ("1K", 1000),
+        ("1.5e12", 1_500_000_000_000),
+        ("1e3B", 1_000_000_000_000),
+        ("42", 42),
+        (1.5e12, 1_500_000_000_000),
+        (6.71e11, 671_000_000_000),
+        (671000000000, 671_000_000_000),
+        (7, 7),
+        (1.9, 1),
+    ],
+)
+def test_parse_quantity(value: int | float | str, expected: int) -> None:
+    result = parse_quantity(value)
+    assert result == expected
+    assert type(result) is int
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("671X", "'671X' is not a count"),
+        ("671b", "'671b' is not a count"),
+        ("", "'' is not a count"),
+        ("B", "'B' is not a count"),
+        ("-5B", "'-5B' is not a count"),
+        ("1.2.3B", "'1.2.3B' is not a count"),
+        ("1,000", "'1,000' is not a count"),
+        (True, "True is not a count"),
+        ("1e999999T", "'1e999999T' is too large to be a count"),
+        ("1e30", "'1e30' is too large to be a count"),
+        ("1000000000000000000T", "'1000000000000000000T' is too large to be a count"),
+    ],
+)
+def test_parse_quantity_refuses(value: object, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_quantity(value)  # type: ignore[arg-type]
+    assert str(caught.value) == message
+
+
+def test_parse_quantity_largest_count() -> None:
+    assert parse_quantity("999999999999999999T") == 999_999_999_999_999_999_000_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ((2048, 1, 16, 1, 15360, 1), (128, 120)),
+        ((16384, 8, 16, 1, 2048, 1), (128, 16)),
+        ((64, 1, 1, 1, 1024, 2), (64, 8)),
+        ((2048, 1, 16, 1, 15361, 1), (128, None)),
+        ((2040, 1, 16, 1, 15360, 1), (None, None)),
+    ],
+)
+def test_derived_sizes(args: tuple[int, ...], expected: tuple[int | None, int | None]) -> None:
+    assert derived_sizes(*args) == expected
+
+
+# --- the normalised Manifest ------------------------------------------------------------------
+
+MINIMAL = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata: {name: minimal}
+cluster:
+  gpus: 64
+  accelerator: a100_sxm4_80gb
+  interconnect: {inter_node_gbps_per_gpu: 200}
+model:
+  architecture: dense
+  total_params: 13B
+  layers: 40
+  hidden_size: 5120
+  attention_heads: 40
+  seq_len: 4096
+  vocab_size: 32000
+training:
+  tokens: 1T
+  global_batch_size: 1024
+"""
+
+
+def test_defaults_applied() -> None:
+    m = manifest(MINIMAL)
+    assert m.name == "minimal" and m.owner is None and m.description is None
+    assert m.cluster == dataclasses.replace(
+        m.cluster,
+        gpus=64,
+        gpus_per_node=8,
+        accelerator="A100-80GB",
+        vendor="nvidia",
+        family="ampere",
+        memory_gb=80.0,
+        peak_tflops_bf16=312.0,
+    )
+    assert m.cluster.interconnect.intra_node == "nvlink"
+    assert m.cluster.interconnect.inter_node_gbps_per_gpu == 200.0
+    assert m.model.total_params == m.model.active_params == 13_000_000_000
+    assert m.model.experts is None and m.model.experts_per_token is None
+    assert not m.model.is_moe
+    assert (m.training.tokens, m.training.micro_batch_size) == (10**12, 1)
+    assert m.training.precision == "bf16"
+    assert m.training.zero_stage == 1
+    assert m.training.activation_recompute == "none"
+    assert m.parallelism is None
+    assert m.data_parallel is None and m.microbatches is None
+    assert m.communication.all_to_all_kernel == "none"
+
+
+@pytest.mark.parametrize(
+    ("written", "canonical", "vendor", "link", "memory"),
+    [
+        ("H800", "H800", "nvidia", "nvlink", 80.0),
+        ("h800", "H800", "nvidia", "nvlink", 80.0),
+        ("H100", "H100-SXM", "nvidia", "nvlink", 80.0),
+        ("h100 sxm", "H100-SXM", "nvidia", "nvlink", 80.0),
+        ("mi300x", "MI300X", "amd", "xgmi", 192.0),
+        ("Instinct-MI325X", "MI325X", "amd", "xgmi", 256.0),
+        ("gaudi3", "Gaudi3", "intel", "other", 128.0),
+    ],
+)
+def test_accelerator_canonical_id_and_vendor_link(
+    written: str, canonical: str, vendor: str, link: str, memory: float
+) -> None:
+    m = manifest(edit(MINIMAL, "cluster.accelerator", written))
+    assert (m.cluster.accelerator, m.cluster.vendor, m.cluster.interconnect.intra_node) == (
+        canonical,
+        vendor,
+        link,
+    )
+    assert m.cluster.memory_gb == memory
+    assert m.cluster.peak_tflops_bf16 == CATALOG.lookup(canonical).peak_tflops_bf16  # type: ignore[union-attr]
+
+
+def test_explicit_values_override_the_catalog() -> None:
+    text = apply(
+        MINIMAL,
+        {"cluster.accelerator": "H100\n  memory_gb: 94\n  peak_tflops_bf16: 900.5"},
+    )
+    text = text.replace(
+        "{inter_node_gbps_per_gpu: 200}", "{inter_node_gbps_per_gpu: 200, intra_node: pcie}"
+    )
+    m = manifest(text)
+    assert (m.cluster.memory_gb, m.cluster.peak_tflops_bf16) == (94.0, 900.5)
+    assert m.cluster.interconnect.intra_node == "pcie"
+
+
+def test_custom_accelerator() -> None:
+    m = manifest(
+        edit(MINIMAL, "cluster.accelerator", "CUSTOM\n  memory_gb: 64\n  peak_tflops_bf16: 500")
+    )
+    c = m.cluster
+    assert (c.accelerator, c.vendor, c.family) == ("custom", "custom", "custom")
+    assert (c.memory_gb, c.peak_tflops_bf16, c.interconnect.intra_node) == (64.0, 500.0, "other")
+
+
+def test_derived_data_parallel_and_microbatches() -> None:
+    m = manifest(edit(FULL, "parallelism.microbatches", None))
+    assert (m.data_parallel, m.microbatches) == (128, 120)
+    assert m.parallelism is not None and m.parallelism.microbatches is None
+    explicit = manifest(FULL)
+    assert (explicit.data_parallel, explicit.microbatches) == (128, 120)
+    assert explicit.parallelism is not None and explicit.parallelism.microbatches == 120
+    empty = manifest(MINIMAL + "parallelism: {}\n")
+    assert (empty.data_parallel, empty.microbatches) == (64, 16)
+    assert empty.parallelism is not None
+    assert (empty.parallelism.tensor, empty.parallelism.pipeline) == (1, 1)
+    assert empty.parallelism.schedule is None and empty.parallelism.untie_embeddings is False
+
+
+def test_full_manifest_values() -> None:
+    m = manifest(FULL)
+    assert m.model.is_moe
+    assert (m.model.total_params, m.model.active_params) == (671 * 10**9, 37 * 10**9)
+    assert m.training.tokens == 14_800_000_000_000
+    assert (m.model.experts, m.model.experts_per_token) == (256, 8)
+    assert m.parallelism is not None
+    assert (m.parallelism.expert, m.parallelism.schedule) == (64, "dualpipe")
+    assert m.parallelism.untie_embeddings is True
+    assert m.communication.all_to_all_kernel == "deepep"
+    assert m.position("parallelism.schedule") == (43, 3)
+    assert m.position("parallelism.nothing") == (36, 1)
+
+
+def test_manifest_is_immutable_and_plain_data() -> None:
+    m = manifest(FULL)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.name = "other"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.cluster.gpus = 1  # type: ignore[misc]
+    data = m.to_dict()
+    assert "source" not in data and "path" not in data
+    assert json.loads(json.dumps(data)) == data
+    assert data["data_parallel"] == 128 and data["cluster"]["accelerator"] == "H800"
+
+
+def test_counts_are_ints_in_the_manifest() -> None:
+    m = manifest(FULL)
+    for record in (m.cluster, m.model, m.training, m.parallelism):
+        for f in dataclasses.fields(record):  # type: ignore[arg-type]
+            value = getattr(record, f.name)
+            if f.type in ("int", "int | None"):
+                assert value is None or type(value) is int, f.name
+
+
+# --- every code is exercised ------------------------------------------------------------------
+
+
+def test_every_code_is_asserted_by_a_test() -> None:
+    here = Path(__file__).read_text(encoding="utf-8")
+    loader = (Path(__file__).parent / "test_yamlsource.py").read_text(encoding="utf-8")
+    unasserted = [c for c in codes.CODES if f'"{c}"' not in here + loader]
+    assert unasserted == []
+
+
+def test_every_code_is_documented() -> None:
+    docs = (REPO / "docs" / "manifest.md").read_text(encoding="utf-8")
+    assert [c for c in codes.CODES if f"`{c}`" not in docs] == []
+    assert [d for d, _sub in properties(SCHEMA) if f"`{d}`" not in docs] == []
