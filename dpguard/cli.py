@@ -21,8 +21,10 @@ from dpguard.exitcodes import ExitCode
 COMMANDS: tuple[str, ...] = (
     "review",
     "schema",
-    "bubble", "compare",
+    "bubble",
+    "compare",
     "test",
+    "plan",
     "lint-policies",
     "rules",
     "explain",
@@ -66,12 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse: 0 for --help/--version, 2 for usage errors
-        return int(exc.code or 0)
-    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # argparse: 0 for --help/--version, 2 for usage errors
+            return int(exc.code or 0)
         return int(args.run(args))
     except DpguardError as exc:
         print(f"dpguard: error: {exc}", file=sys.stderr)
@@ -82,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return ExitCode.OK
     except Exception as exc:
-        if args.debug:
+        if debug:
             traceback.print_exc()
         print(
             f"dpguard: internal error: {type(exc).__name__}: {exc} "

@@ -22,7 +22,15 @@ from dpguard.yamlsource import Path, SourceDoc, YamlLoadError, load_file
 
 SCHEMA_FILE = "policy.schema.json"
 DEFAULT_MAX_WAIVER_DAYS = 90
-REQUIRED_SETTINGS = ("memory_headroom", "activation_coefficient", "op_time_ratios", "efficiency")
+REQUIRED_SETTINGS = (
+    "memory_headroom",
+    "activation_coefficient",
+    "op_time_ratios",
+    "efficiency",
+    "planner",
+    "rollback",
+    "all_to_all_kernels",
+)
 
 
 class PolicyError(ConfigError):

@@ -1,0 +1,49 @@
+"""`dpguard plan MANIFEST`: recommend a pipeline strategy and render the one-page plan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "recommend P, M and a schedule for a manifest and print the one-page plan"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="MANIFEST", help="the training manifest")
+    parser.add_argument(
+        "--format", choices=("markdown", "json"), default="markdown", help="default: markdown"
+    )
+    parser.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="extra policy set file or directory, layered over the shipped ones (repeatable)",
+    )
+    parser.add_argument(
+        "--templates", metavar="DIR", help="directory with your own plan.md.j2 and rollback.md.j2"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpguard.check import check_file
+    from dpguard.exitcodes import ExitCode
+    from dpguard.planner.plan import make_plan
+    from dpguard.planner.render import plan_dict, render_markdown
+    from dpguard.policy.load import load_policies
+
+    policies = load_policies(args.policy)
+    result = check_file(args.file, None, policies)
+    if result.manifest is None or result.outcome is None:
+        for finding in result.findings:
+            print(finding.format(), file=sys.stderr)
+        print(f"{args.file}: the manifest is invalid; nothing to plan", file=sys.stderr)
+        return ExitCode.FAILED
+    plan = make_plan(result.manifest, result.outcome, policies)
+    if args.format == "json":
+        text = json.dumps(plan_dict(plan, policies), indent=2, sort_keys=True) + "\n"
+    else:
+        text = render_markdown(plan, policies, args.templates)
+    sys.stdout.write(text)
+    return ExitCode.FAILED if plan.status == "infeasible" else ExitCode.OK

@@ -1,0 +1,215 @@
+"""The plan: one frozen value with every number the one-page plan prints and where it came from.
+
+The planner proposes (search.py), the policies judge (the decision table and refusals have
+already chosen the schedule; the plan's own strategy is then evaluated by the same rules),
+and the templates render (render.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from dpguard import compute, sizing
+from dpguard.catalog import load_catalog
+from dpguard.manifest import Manifest, Parallelism
+from dpguard.planner.search import Candidate, search
+from dpguard.policy.engine import Outcome, evaluate
+from dpguard.policy.facts import SCHEDULES, manifest_facts
+from dpguard.policy.model import Policies
+
+
+@dataclass(frozen=True)
+class ScheduleNumbers:
+    schedule: str
+    bubble: float | None  # exact simulated fraction at the plan's P and M
+    gpu_hours: float | None
+    makespan_chunks: float | None  # in units of one forward chunk
+    violations: tuple[str, ...]  # why the schedule cannot run at this P and M
+
+
+@dataclass(frozen=True)
+class Kernel:
+    kernel: str  # "none" for runs without expert parallelism
+    requires: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    manifest: Manifest
+    outcome: Outcome  # how the policies judged the manifest as written
+    status: str  # planned | no-pipeline | refused | infeasible
+    schedule: str | None
+    tensor: int
+    pipeline: int
+    expert: int
+    context: int
+    data_parallel: int
+    microbatches: int
+    micro_batch_size: int
+    memory: Any  # MemoryBreakdown of the worst GPU, or None
+    memory_limit_gb: float
+    candidates: tuple[ScheduleNumbers, ...]
+    ideal_gpu_hours: float
+    efficiency: float
+    op_times: Mapping[str, float]  # seconds per chunk: forward, backward, weight, overlapped
+    kernel: Kernel
+    rollback_to: str | None
+    rollback_threshold: float | None  # aggregate utilisation %, below which to roll back
+    expected_utilization: float | None
+    plan_findings: tuple[Any, ...]  # findings of the policies on the plan's own strategy
+    notes: tuple[str, ...]
+
+    def numbers(self, schedule: str | None) -> ScheduleNumbers | None:
+        return next((c for c in self.candidates if c.schedule == schedule), None)
+
+
+def _kernel(manifest: Manifest, tensor: int, expert: int, settings: Mapping[str, Any]) -> Kernel:
+    if expert <= 1:
+        return Kernel("none", "no expert parallelism: no all-to-all", "")
+    acc = load_catalog().lookup(manifest.cluster.accelerator)
+    domain = acc.scale_up_domain if acc else manifest.cluster.gpus_per_node
+    scope = "intra-node" if expert * tensor <= manifest.cluster.gpus_per_node else "cross-node"
+    c = manifest.cluster
+    keys = {"vendor": c.vendor, "family": c.family, "intra_node": c.interconnect.intra_node}
+    for row in settings["all_to_all_kernels"]:
+        match = row["match"]
+        if all(keys[k] in match[k] for k in keys if k in match) and (
+            match.get("scope", scope) == scope and domain >= match.get("scale_up_domain_min", 0)
+        ):
+            return Kernel(row["kernel"], row["requires"], row["source"])
+    return Kernel("nccl", "the framework's collective all-to-all", "fallback")
+
+
+def _numbers(
+    manifest: Manifest, c: Candidate, settings: Mapping[str, Any]
+) -> tuple[ScheduleNumbers, ...]:
+    from dpguard.schedules import check
+
+    out = []
+    for name in SCHEDULES:
+        # Interleaved 1F1B is compared at v >= 2 (with v = 1 it is plain 1F1B).
+        virtual = max(2, c.strategy.virtual_stages) if name == "interleaved-1f1b" else 1
+        s = replace(c.strategy, schedule=name, virtual_stages=virtual)
+        problems = tuple(check(name, s.pipeline, s.microbatches, virtual))
+        result = None if problems else sizing.simulation(s, settings)
+        if result is None:
+            out.append(ScheduleNumbers(name, None, None, None, problems or ("not simulated",)))
+            continue
+        bubble = float(result.bubble_fraction)
+        out.append(
+            ScheduleNumbers(
+                name,
+                bubble,
+                sizing.gpu_hours(manifest, bubble, settings),
+                float(result.makespan),
+                (),
+            )
+        )
+    return tuple(out)
+
+
+def _op_seconds(manifest: Manifest, c: Candidate, settings: Mapping[str, Any]) -> dict[str, float]:
+    """Per-chunk op times in seconds: forward = 2 x active params of one stage x tokens of one
+    micro-batch at peak x efficiency (6ND accounting), the rest by the policy's ratios."""
+    s = c.strategy
+    ratios = settings["op_time_ratios"]
+    active = manifest.model.active_params / (s.pipeline * s.tensor)
+    tokens = c.micro_batch_size * manifest.model.seq_len / s.context
+    forward = compute.seconds_for(
+        compute.forward_flops(active, tokens),
+        manifest.cluster.peak_tflops_bf16,
+        sizing.efficiency(manifest, settings),
+    )
+    return {
+        "forward": forward,
+        "backward": forward * ratios["backward"],
+        "weight": forward * ratios["weight"],
+        "overlapped": forward * ratios["overlapped"],
+    }
+
+
+def _judge(policies: Policies, manifest: Manifest, c: Candidate, schedule: str) -> tuple[Any, ...]:
+    """Evaluate the plan's own strategy with the same rules a proposal gets."""
+    s = c.strategy
+    p = manifest.parallelism
+    proposal = Parallelism(
+        tensor=s.tensor,
+        pipeline=s.pipeline,
+        virtual_stages=s.virtual_stages if schedule == "interleaved-1f1b" else 1,
+        expert=s.expert,
+        context=s.context,
+        microbatches=s.microbatches,
+        schedule=None if schedule == "none" else schedule,
+        untie_embeddings=True if p is None else p.untie_embeddings or schedule == "dualpipe",
+    )
+    planned = replace(
+        manifest,
+        parallelism=proposal,
+        training=replace(manifest.training, micro_batch_size=c.micro_batch_size),
+        data_parallel=sizing.data_parallel(manifest, s),
+        microbatches=s.microbatches,
+    )
+    outcome = evaluate(policies, planned, manifest_facts(planned))
+    return tuple(f for f in outcome.findings if f.kind in ("reject", "refuse"))
+
+
+def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
+    settings = policies.settings
+    decided = outcome.schedule
+    refused = decided == "none"
+    fits_one = sizing.model_fits_one_gpu(manifest, settings)
+    order: tuple[str, ...] = ()
+    if decided and not refused:
+        acceptable = (
+            outcome.decision.acceptable if outcome.decision and not outcome.redirects else ()
+        )
+        order = (decided, *(a for a in acceptable if a not in (decided, "none")))
+    pipeline_needed = bool(order) and not fits_one
+    result = search(manifest, order, settings, pipeline_needed)
+    notes = list(result.notes)
+    if fits_one and not refused:
+        notes.append("the whole training state fits one GPU: data parallelism only, no pipeline")
+    c = result.candidate
+    status = "refused" if refused else ("no-pipeline" if not pipeline_needed else "planned")
+    if c is None:
+        status = "infeasible"
+    schedule = c.strategy.schedule if c else None
+    candidates = _numbers(manifest, c, settings) if c and schedule != "none" else ()
+    chosen = next((n for n in candidates if n.schedule == schedule), None)
+    simpler = settings["rollback"]["simpler"].get(schedule) if schedule else None
+    threshold = expected = None
+    if chosen and chosen.bubble is not None:
+        # Utilisation the zero-communication model expects, less the policy's margin for what
+        # it leaves out (communication, stragglers, data loading).
+        expected = 100 * (1 - chosen.bubble)
+        threshold = expected - float(settings["rollback"]["margin_points"])
+    return Plan(
+        manifest=manifest,
+        outcome=outcome,
+        status=status,
+        schedule=schedule,
+        tensor=c.strategy.tensor if c else 0,
+        pipeline=c.strategy.pipeline if c else 0,
+        expert=c.strategy.expert if c else 0,
+        context=c.strategy.context if c else 0,
+        data_parallel=sizing.data_parallel(manifest, c.strategy) if c else 0,
+        microbatches=c.strategy.microbatches if c else 0,
+        micro_batch_size=c.micro_batch_size if c else 0,
+        memory=c.memory if c else None,
+        memory_limit_gb=manifest.cluster.memory_gb * (1 - float(settings["memory_headroom"])),
+        candidates=candidates,
+        ideal_gpu_hours=sizing.ideal_gpu_hours(manifest, settings),
+        efficiency=sizing.efficiency(manifest, settings),
+        op_times=_op_seconds(manifest, c, settings) if c else {},
+        kernel=_kernel(manifest, c.strategy.tensor, c.strategy.expert, settings)
+        if c
+        else Kernel("none", "", ""),
+        rollback_to=simpler if threshold is not None else None,
+        rollback_threshold=threshold,
+        expected_utilization=expected,
+        plan_findings=_judge(policies, manifest, c, schedule) if c and schedule else (),
+        notes=tuple(notes),
+    )

@@ -1,0 +1,273 @@
+"""Render a `Plan`: Markdown through Jinja templates, or the same numbers as plain data (JSON).
+
+Templates run in a sandboxed environment with undefined names as errors; a platform team may
+point `--templates DIR` at its own `plan.md.j2` / `rollback.md.j2`. A template that cannot be
+loaded or rendered is dpguard's configuration being broken: ConfigError, exit 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpguard.errors import ConfigError
+from dpguard.memory import GIB
+from dpguard.planner.plan import Plan, ScheduleNumbers
+from dpguard.policy.model import Policies
+from dpguard.policy.templates import _thousands
+from dpguard.report import finding_dict, policy_line
+
+TITLES = {
+    "gpipe": "GPipe",
+    "1f1b": "1F1B",
+    "interleaved-1f1b": "interleaved 1F1B",
+    "zb1p": "Zero Bubble (ZB-H1)",
+    "dualpipe": "DualPipe",
+    "dualpipev": "DualPipeV",
+}
+
+
+def _pct(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value * 100:.{digits}f}%"
+
+
+def _gb(value: float) -> str:
+    return f"{value / GIB:.1f}"
+
+
+def _candidate(c: ScheduleNumbers, baseline: ScheduleNumbers | None) -> dict[str, Any]:
+    vs = "baseline" if c.schedule == "1f1b" else ""
+    if vs == "" and c.gpu_hours is not None and baseline and baseline.gpu_hours is not None:
+        delta = baseline.gpu_hours - c.gpu_hours
+        vs = f"{_thousands(abs(delta))} {'saved' if delta >= 0 else 'more'}"
+    return {
+        "schedule": c.schedule,
+        "bubble": c.bubble,
+        "bubble_pct": _pct(c.bubble),
+        "gpu_hours": c.gpu_hours,
+        "vs_1f1b": vs,
+        "violations": "; ".join(c.violations),
+    }
+
+
+def _tokens(n: int) -> str:
+    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6)):
+        if n >= scale:
+            return f"{n / scale:g}{unit}"
+    return f"{n:,}"
+
+
+def _brief(finding: Any) -> dict[str, str]:
+    return {"code": finding.code, "severity": finding.severity.value, "message": finding.message}
+
+
+def _proposal(plan: Plan) -> dict[str, Any] | None:
+    """The strategy the manifest proposes, with the numbers the policies computed for it."""
+    p, facts = plan.manifest.parallelism, plan.outcome.facts
+    if p is None:
+        return None
+    bubble, hours = facts.get("proposal.bubble"), facts.get("proposal.gpu_hours")
+    memory = facts.get("proposal.stage_memory_gb")
+    return {
+        "schedule": p.schedule or "schedule left to dpguard",
+        "pipeline": p.pipeline,
+        "microbatches": plan.manifest.microbatches,
+        "bubble_pct": _pct(bubble),
+        "gpu_hours": _thousands(hours) if hours is not None else "n/a",
+        "memory_gb": f"{memory:.1f}" if memory is not None else "n/a",
+    }
+
+
+def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
+    """Everything the templates may use, as plain data (also the basis of the JSON form)."""
+    m = plan.manifest
+    baseline = plan.numbers("1f1b")
+    chosen = plan.numbers(plan.schedule)
+    memory = plan.memory
+    settings = policies.settings
+    refusal = next(iter(plan.outcome.redirects), None)
+    refusal_finding = next(
+        (f for f in plan.outcome.findings if refusal and f.code == refusal.id), None
+    )
+    fallback = plan.numbers(plan.rollback_to)
+    params = memory.parameters * (2 if plan.schedule == "dualpipe" else 1) if memory else 0
+    assumptions = [
+        f"compute: 6 x {_thousands(m.model.active_params)} active parameters x "
+        f"{_tokens(m.training.tokens)} tokens at {m.cluster.peak_tflops_bf16:g} TFLOP/s dense "
+        f"BF16 peak x {plan.efficiency:.0%} "
+        f"non-bubble efficiency = {_thousands(plan.ideal_gpu_hours)} GPU-hours with no bubble",
+    ]
+    if plan.op_times:
+        ratios = settings["op_time_ratios"]
+        ms = {k: f"{v * 1000:.2f} ms" for k, v in plan.op_times.items()}
+        assumptions.append(
+            f"op times per stage chunk: F {ms['forward']}, B {ms['backward']}, W {ms['weight']}, "
+            f"F&B {ms['overlapped']} (B/F = {ratios['backward']:g}, W/F = {ratios['weight']:g}, "
+            f"F&B/F = {ratios['overlapped']:g}; no communication time modelled)"
+        )
+    if memory is not None:
+        assumptions += list(memory.assumptions)
+    return {
+        "name": m.name,
+        "description": m.description or "",
+        "status": plan.status,
+        "schedule": plan.schedule,
+        "schedule_title": TITLES.get(plan.schedule or "", plan.schedule),
+        "gpus": m.cluster.gpus,
+        "accelerator": m.cluster.accelerator,
+        "memory_gb": f"{m.cluster.memory_gb:g}",
+        "headroom_pct": f"{float(settings['memory_headroom']):.0%}",
+        "tokens": _tokens(m.training.tokens),
+        "seq_len": m.model.seq_len,
+        "global_batch": m.training.global_batch_size,
+        "tensor": plan.tensor,
+        "pipeline": plan.pipeline,
+        "expert": plan.expert,
+        "context": plan.context,
+        "data_parallel": plan.data_parallel,
+        "microbatches": plan.microbatches,
+        "micro_batch_size": plan.micro_batch_size,
+        "mbs_chosen": ("training", "micro_batch_size") not in m.source.keys,
+        "mp_range": "{min:g}..{max:g}".format(**settings["planner"]["microbatches_per_rank"]),
+        "m_over_p": f"{plan.microbatches / plan.pipeline:.2f}" if plan.pipeline else "n/a",
+        "memory": {
+            "total_gb": _gb(memory.total) if memory else "n/a",
+            "activations_gb": _gb(memory.activations) if memory else "n/a",
+            "replication_gb": _gb(memory.replication_extra) if memory else "n/a",
+            "limit_gb": f"{plan.memory_limit_gb:.1f}",
+        },
+        "params_per_gpu": f"{params / 1e9:.2f}B",
+        "param_density": f"{params / m.model.total_params:.2%}" if params else "n/a",
+        "kernel": {"kernel": plan.kernel.kernel, "requires": plan.kernel.requires},
+        "chosen": _candidate(chosen, baseline) if chosen else None,
+        "baseline": _candidate(baseline, baseline)
+        if baseline and plan.schedule != "1f1b"
+        else None,
+        "saved_vs_1f1b": (baseline.gpu_hours - chosen.gpu_hours)
+        if baseline and chosen and baseline.gpu_hours is not None and chosen.gpu_hours is not None
+        else 0,
+        "candidates": [_candidate(c, baseline) for c in plan.candidates],
+        "refusal": {
+            "id": refusal.id if refusal else "",
+            "message": refusal_finding.message if refusal_finding else "",
+        },
+        "decision": {
+            "id": plan.outcome.decision.id if plan.outcome.decision else "",
+            "title": plan.outcome.decision.title if plan.outcome.decision else "",
+        },
+        "redirects": [{"id": r.id, "title": r.title} for r in plan.outcome.redirects],
+        "proposal": _proposal(plan),
+        "findings": [_brief(f) for f in plan.outcome.findings],
+        "plan_findings": [_brief(f) for f in plan.plan_findings],
+        "notes": list(plan.notes),
+        "assumptions": assumptions,
+        "policies": policy_line(policies).removeprefix("policies: "),
+        "rollback_steps": settings["rollback"]["steps"],
+        "rollback_margin": f"{float(settings['rollback']['margin_points']):g}",
+        "rollback_to": plan.rollback_to,
+        "rollback_threshold": plan.rollback_threshold,
+        "rollback_threshold_pct": f"{plan.rollback_threshold:.1f}%"
+        if plan.rollback_threshold is not None
+        else "n/a",
+        "expected_utilization": f"{plan.expected_utilization:.1f}%"
+        if plan.expected_utilization is not None
+        else "n/a",
+        "fallback_utilization": _pct(1 - fallback.bubble, 1)
+        if fallback and fallback.bubble is not None
+        else "n/a",
+    }
+
+
+def _environment(templates_dir: str | None) -> Any:
+    from jinja2 import FileSystemLoader, PackageLoader, StrictUndefined
+    from jinja2.sandbox import SandboxedEnvironment
+
+    loader = (
+        FileSystemLoader(templates_dir) if templates_dir else PackageLoader("dpguard.templates", "")
+    )
+    env = SandboxedEnvironment(
+        loader=loader, undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )
+    env.filters["thousands"] = _thousands
+    return env
+
+
+def render_markdown(plan: Plan, policies: Policies, templates_dir: str | None = None) -> str:
+    from jinja2 import TemplateError
+
+    try:
+        template = _environment(templates_dir).get_template("plan.md.j2")
+        text = template.render(plan=plan_context(plan, policies))
+    except TemplateError as exc:
+        where = getattr(exc, "filename", None) or "plan.md.j2"
+        line = getattr(exc, "lineno", None)
+        raise ConfigError(
+            f"template cannot be rendered: {exc}", f"{where}:{line}" if line else where
+        ) from None
+    # Collapse the blank-line runs Jinja's block tags leave, so the page stays compact.
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("#") and lines and lines[-1].strip():
+            lines.append("")  # a heading always follows a blank line
+        if line.strip() or (lines and lines[-1].strip()):
+            lines.append(line.rstrip())
+    return "\n".join(lines).strip() + "\n"
+
+
+def plan_dict(plan: Plan, policies: Policies) -> dict[str, Any]:
+    """The plan as data: every number, the op times fed to the calculator, every assumption."""
+    context = plan_context(plan, policies)
+    return {
+        "name": context["name"],
+        "status": plan.status,
+        "schedule": plan.schedule,
+        "tensor": plan.tensor,
+        "pipeline": plan.pipeline,
+        "expert": plan.expert,
+        "context": plan.context,
+        "data_parallel": plan.data_parallel,
+        "microbatches": plan.microbatches,
+        "micro_batch_size": plan.micro_batch_size,
+        "op_times_seconds": dict(plan.op_times),
+        "op_time_ratios": dict(policies.settings["op_time_ratios"]),
+        "efficiency": plan.efficiency,
+        "ideal_gpu_hours": plan.ideal_gpu_hours,
+        "candidates": [
+            {
+                "schedule": c.schedule,
+                "bubble_fraction": c.bubble,
+                "gpu_hours": c.gpu_hours,
+                "makespan_forward_chunks": c.makespan_chunks,
+                "violations": list(c.violations),
+            }
+            for c in plan.candidates
+        ],
+        "memory_bytes": None
+        if plan.memory is None
+        else {
+            "weights": plan.memory.weights,
+            "gradients": plan.memory.gradients,
+            "optimizer": plan.memory.optimizer,
+            "activations": plan.memory.activations,
+            "replication_extra": plan.memory.replication_extra,
+            "total": plan.memory.total,
+        },
+        "memory_limit_gib": plan.memory_limit_gb,
+        "kernel": {
+            "kernel": plan.kernel.kernel,
+            "requires": plan.kernel.requires,
+            "source": plan.kernel.source,
+        },
+        "rollback": {
+            "to": plan.rollback_to,
+            "threshold_percent": plan.rollback_threshold,
+            "expected_utilization_percent": plan.expected_utilization,
+            "steps": policies.settings["rollback"]["steps"],
+        },
+        "findings": [finding_dict(f) for f in plan.outcome.findings],
+        "plan_findings": [finding_dict(f) for f in plan.plan_findings],
+        "notes": list(plan.notes),
+        "assumptions": context["assumptions"],
+        "policies": [
+            {"name": s.name, "version": s.version, "digest": s.digest} for s in policies.sets
+        ],
+    }

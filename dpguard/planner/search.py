@@ -1,0 +1,155 @@
+"""Choose P, M (through the micro-batch size), T and EP for a manifest; the schedule itself comes
+from the policies (decision table and refusals), never from here.
+
+The search, in words (docs/planner.md):
+1. Refused (RF003-style `none`) or a model that fits one GPU: no pipeline, data parallel (plus
+   the smallest tensor parallel size that fits, for a refused plan).
+2. Otherwise, for each tensor size (the proposal's, else the policy's candidates in order), the
+   smallest P up to the cap at which the worst stage fits in memory with the policy headroom,
+   with gpus divisible by T x P x C, at least one layer per stage, and a micro-batch count the
+   schedule accepts. The schedule is the policy's; if no P admits it, the decision row's
+   acceptable schedules are tried in order, and the plan says why.
+3. M = global batch / (micro-batch size x DP). When the manifest leaves micro_batch_size unset,
+   the planner picks it so that M/P falls in the policy's target range (else the closest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from dpguard import sizing
+from dpguard.manifest import Manifest
+from dpguard.memory import MemoryBreakdown
+
+
+@dataclass(frozen=True)
+class Candidate:
+    strategy: sizing.Strategy
+    micro_batch_size: int
+    memory: MemoryBreakdown
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    candidate: Candidate | None
+    notes: tuple[str, ...]  # why the search chose what it chose (printed in the plan)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _mbs_choices(
+    manifest: Manifest, dp: int, s: sizing.Strategy, settings: Mapping[str, Any]
+) -> list[int]:
+    """Micro-batch sizes to try, best first. A size the manifest writes is the only choice."""
+    gbs = manifest.training.global_batch_size
+    if gbs % dp:
+        return []
+    if ("training", "micro_batch_size") in manifest.source.keys:
+        mbs = manifest.training.micro_batch_size
+        return [mbs] if (gbs // dp) % mbs == 0 else []
+    target = settings["planner"]["microbatches_per_rank"]
+    lo, hi = target["min"], target["max"]
+
+    def distance(mbs: int) -> tuple[float, int]:
+        ratio = gbs // dp // mbs / s.pipeline
+        miss = lo - ratio if ratio < lo else (ratio - hi if ratio > hi else 0.0)
+        return (miss, -mbs)  # inside the range: the largest micro-batch (better GEMMs)
+
+    return sorted(_divisors(gbs // dp), key=distance)
+
+
+def _fit(
+    manifest: Manifest, base: sizing.Strategy, settings: Mapping[str, Any], why: list[str]
+) -> Candidate | None:
+    """The best micro-batch size at which `base` runs and fits; appends to `why` otherwise."""
+    from dpguard.schedules import check
+
+    dp = sizing.data_parallel(manifest, base)
+    choices = _mbs_choices(manifest, dp, base, settings)
+    if not choices:
+        why.append(f"the global batch does not divide over DP {dp} at P = {base.pipeline}")
+    for mbs in choices:
+        micro = manifest.training.global_batch_size // (dp * mbs)
+        s = replace(base, microbatches=micro)
+        virtual = s.virtual_stages if s.schedule == "interleaved-1f1b" else 1
+        violations = check(s.schedule, s.pipeline, micro, virtual) if s.schedule != "none" else ()
+        if violations:
+            why.append(violations[0])
+            continue
+        sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
+        breakdown = sizing.stage_memory(sized, s, settings)
+        if breakdown is not None and sizing.fits(sized, breakdown, settings):
+            return Candidate(s, mbs, breakdown)
+        if breakdown is not None:
+            why.append(
+                f"P = {s.pipeline}, T = {s.tensor}: {breakdown.total / sizing.GIB:.1f} GiB per GPU "
+                "does not fit"
+            )
+    return None
+
+
+def _expert_size(
+    manifest: Manifest, tensor: int, pipeline: int, settings: Mapping[str, Any]
+) -> int:
+    """The proposal's EP, else the largest size up to the policy cap that divides the experts
+    and T x C x DP (EP borrows data-parallel ranks: torchtitan dp_shard*cp*tp == efsdp*ep)."""
+    p = manifest.parallelism
+    if p is not None and ("parallelism", "expert") in manifest.source.keys:
+        return p.expert
+    if not manifest.model.is_moe or not manifest.model.experts:
+        return 1
+    borrowable = manifest.cluster.gpus // pipeline
+    cap = settings["planner"]["expert_parallel_max"]
+    return max(d for d in _divisors(manifest.model.experts) if d <= cap and borrowable % d == 0)
+
+
+def _pipelines(
+    manifest: Manifest, tensor: int, context: int, settings: Mapping[str, Any]
+) -> Iterator[int]:
+    cap = min(settings["planner"]["max_pipeline"], manifest.model.layers)
+    for p in range(2, cap + 1):
+        if manifest.cluster.gpus % (tensor * p * context) == 0:
+            yield p
+
+
+def search(
+    manifest: Manifest,
+    schedules: tuple[str, ...],
+    settings: Mapping[str, Any],
+    pipeline_needed: bool,
+) -> SearchResult:
+    """Plan for the first schedule of `schedules` that some P admits (see module docstring)."""
+    p = manifest.parallelism
+    fixed_tensor = p is not None and ("parallelism", "tensor") in manifest.source.keys
+    tensors = [p.tensor] if fixed_tensor and p else list(settings["planner"]["tensor_candidates"])
+    tensors = [t for t in tensors if manifest.model.attention_heads % t == 0]
+    context = p.context if p is not None else 1
+    virtual = p.virtual_stages if p is not None else 1
+    notes: list[str] = []
+    why: list[str] = []
+    if not pipeline_needed:
+        for t in tensors:
+            base = sizing.Strategy(
+                "none", t, 1, _expert_size(manifest, t, 1, settings), context, 1, 1
+            )
+            found = _fit(manifest, base, settings, why)
+            if found is not None:
+                return SearchResult(found, ())
+        return SearchResult(None, (f"without a pipeline nothing fits: {why[-1]}",))
+    for schedule in schedules:
+        why = []
+        for t in tensors:
+            for pipe in _pipelines(manifest, t, context, settings):
+                ep = _expert_size(manifest, t, pipe, settings)
+                base = sizing.Strategy(schedule, t, pipe, ep, context, virtual, 1)
+                found = _fit(manifest, base, settings, why)
+                if found is not None:
+                    return SearchResult(found, tuple(notes))
+        # The last reason is the deepest pipeline tried: the most telling one.
+        reason = why[-1] if why else "no pipeline depth divides the GPUs"
+        notes.append(f"{schedule} was not possible at any P up to the cap: {reason}")
+    return SearchResult(None, tuple(notes))
