@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from dpguard.catalog import Catalog, load_catalog
 from dpguard.findings import Finding, Severity
 from dpguard.manifest import Manifest, build_manifest
+from dpguard.planner.plan import Plan, make_plan
 from dpguard.policy.engine import Outcome, evaluate
 from dpguard.policy.facts import manifest_facts
 from dpguard.policy.model import Policies
@@ -22,6 +23,7 @@ class FileResult:
     findings: tuple[Finding, ...]
     manifest: Manifest | None  # None when the file could not be loaded or validated
     outcome: Outcome | None = None  # policy evaluation, when policies were given
+    plan: Plan | None = None  # the recommended strategy, when policies were given
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity is severity and not f.waived)
@@ -47,7 +49,8 @@ def check_file(
     if policies is None:
         return FileResult(path, (), manifest)
     outcome = evaluate(policies, manifest, manifest_facts(manifest))
-    return FileResult(path, outcome.findings, manifest, outcome)
+    plan = make_plan(manifest, outcome, policies)
+    return FileResult(path, outcome.findings, manifest, outcome, plan)
 
 
 def check_files(paths: Iterable[str], policies: Policies | None = None) -> list[FileResult]:

@@ -14,6 +14,7 @@ from typing import Any
 from dpguard import __version__
 from dpguard.check import FileResult
 from dpguard.findings import Finding, Severity
+from dpguard.planner.plan import Plan
 from dpguard.policy.model import Policies
 
 REPORT_VERSION = 1
@@ -47,15 +48,48 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.2f}%"
+
+
 def decision_line(result: FileResult) -> str | None:
-    outcome = result.outcome
+    """One line per manifest: the policy decision, the plan, and the proposal beside it."""
+    outcome, plan = result.outcome, result.plan
     if outcome is None or outcome.decision is None:
         return None
     chain = "".join(f" -> {r.recommend} ({r.id})" for r in outcome.redirects)
-    return (
-        f"{result.path}: decision: {outcome.decision.recommend} ({outcome.decision.id})"
-        f"{chain}; recommended schedule: {outcome.schedule}"
+    line = f"{result.path}: decision: {outcome.decision.recommend} ({outcome.decision.id}){chain}"
+    if plan is not None:
+        line += f"; plan: {plan_summary(plan)}"
+    facts = outcome.facts
+    if result.manifest and result.manifest.parallelism and facts.get("proposal.schedule"):
+        line += (
+            f"; proposal: {facts['proposal.schedule']} P={result.manifest.parallelism.pipeline} "
+            f"M={result.manifest.microbatches}, bubble {_pct(facts.get('proposal.bubble'))}"
+        )
+    return line
+
+
+def plan_summary(plan: Plan) -> str:
+    if plan.status == "infeasible":
+        return "no feasible pipeline plan (" + "; ".join(plan.notes) + ")"
+    if plan.status in ("refused", "no-pipeline"):
+        return f"no pipeline ({plan.status}), tensor {plan.tensor} x data {plan.data_parallel}"
+    chosen, baseline = plan.numbers(plan.schedule), plan.numbers("1f1b")
+    text = (
+        f"{plan.schedule} P={plan.pipeline} M={plan.microbatches} T={plan.tensor} "
+        f"EP={plan.expert}, bubble {_pct(chosen.bubble if chosen else None)}"
     )
+    if (
+        plan.schedule != "1f1b"
+        and chosen is not None
+        and chosen.gpu_hours is not None
+        and baseline is not None
+        and baseline.gpu_hours is not None
+    ):
+        saved = baseline.gpu_hours - chosen.gpu_hours
+        text += f" (1F1B {_pct(baseline.bubble)}), {saved:,.0f} GPU-hours saved vs 1F1B"
+    return text
 
 
 def policy_line(policies: Policies) -> str:
@@ -100,6 +134,14 @@ def decision_dict(result: FileResult) -> dict[str, Any] | None:
     }
 
 
+def plan_data(plan: Plan | None, policies: Policies | None) -> dict[str, Any] | None:
+    if plan is None or policies is None:
+        return None
+    from dpguard.planner.render import plan_dict
+
+    return plan_dict(plan, policies)
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     sets = report.policies.sets if report.policies else ()
     return {
@@ -113,6 +155,7 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "findings": [finding_dict(f) for f in r.findings],
                 "manifest": r.manifest.to_dict() if r.manifest else None,
                 "decision": decision_dict(r),
+                "plan": plan_data(r.plan, report.policies),
             }
             for r in report.results
         ],
