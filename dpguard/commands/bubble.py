@@ -93,17 +93,23 @@ def write_atomic(path: str, text: str) -> None:
 
 
 def summary(result: SimResult) -> str:
+    from dpguard.schedules import SCHEDULES
+    from dpguard.schedules.ops import FB, B, F, I, W
     from dpguard.schedules.render import number
 
+    spec = SCHEDULES[result.schedule]
     cf = result.closed_form
     t = result.times
     join = " ".join
+    used = [(F, "F"), (B, "B"), (W, "W"), (I, "I"), (FB, "F&B")]
     lines = [
-        f"schedule          {result.schedule} ({result.ranks} ranks, {result.stages} stages, "
+        f"schedule          {spec.title} ({result.ranks} ranks, {result.stages} stages, "
         f"{result.microbatches} micro-batches"
-        + (f", {result.virtual_stages} chunks/rank)" if result.virtual_stages > 1 else ")"),
-        f"op times          F={number(t.forward)} B={number(t.backward)} W={number(t.weight)} "
-        f"I={number(t.input)} F&B={number(t.overlapped)}",
+        + (f", {result.virtual_stages} chunks/rank)" if result.virtual_stages > 1 else ")")
+        + f" [{spec.reference}]",
+        "op times          "
+        + join(f"{name}={number(t.of(kind))}" for kind, name in used if kind in spec.op_kinds)
+        + "  (per stage chunk)",
         f"makespan          {number(result.makespan)}",
         f"bubble fraction   {float(result.bubble_fraction):.4%}  (sum idle / (ranks x makespan))",
         f"idle per rank     {join(number(x) for x in result.idle_per_rank)}",

@@ -68,6 +68,7 @@ class SimResult:
         cf = self.closed_form
         return {
             "schedule": self.schedule,
+            "reference": SCHEDULES[self.schedule].reference,
             "ranks": self.ranks,
             "stages": self.stages,
             "microbatches": self.microbatches,

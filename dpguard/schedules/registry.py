@@ -44,7 +44,7 @@ class ScheduleSpec:
     param_copies: Fraction
     chunk_size: Callable[[int], Fraction]
     stages: Callable[[int, int], int]
-    op_kinds: frozenset[str]  # which op times the schedule uses
+    op_kinds: frozenset[str]  # the op kinds its orders contain, i.e. the op times it uses
     uses_virtual_stages: bool = False
 
 
@@ -100,7 +100,7 @@ def _p(ranks: int, v: int) -> int:
     return ranks
 
 
-FULL = frozenset({F, B})
+FULL = frozenset({F, B})  # schedules without a B/W split or overlap use only F and B
 SCHEDULES: dict[str, ScheduleSpec] = {
     spec.name: spec
     for spec in (

@@ -87,13 +87,17 @@ def text_timeline(result: SimResult) -> str:
         rows.append(f"{r:>4} |" + "".join(cells).rstrip())
     ruler = [" "] * (width * columns + 1)
     for col in range(0, columns, 10):
-        mark = number(result.makespan * col / columns if columns else Fraction(0))
+        mark = number(Fraction(col * unit, tl.scale))
         ruler[width * col : width * col + len(mark)] = mark
-    unit_value = result.makespan / columns if columns else Fraction(0)
+    chunks = (
+        "F3:2 = chunk 2 of the rank"
+        if tl.layout.chunks_per_rank > 2
+        else "upper/lower case = the rank's first/second chunk"
+    )
     legend = (
         "F forward, B full backward, I input-gradient, W weight-gradient; number = "
-        "micro-batch; upper/lower case = the rank's first/second chunk; X&y = overlapped "
-        f"pair; '-' continues an op; '.' idle; one column = {number(unit_value)} unit(s) of time"
+        f"micro-batch; {chunks}; X&y = overlapped pair; '-' continues an op; '.' idle; "
+        f"one column = {number(Fraction(unit, tl.scale))} unit(s) of time"
     )
     head = f"{result.schedule}: {result.ranks} ranks, {result.stages} stages, " + (
         f"{result.microbatches} micro-batches, makespan {number(result.makespan)}"

@@ -52,6 +52,7 @@ def verify(result: SimResult) -> None:
         assert done[B, item] + done[I, item] == 1, item
         assert done[W, item] == done[I, item], item
     assert sum(done.values()) == sum(len(parts(op)) for o in tl.orders for op in o)
+    assert {op.kind for o in tl.orders for op in o} <= SCHEDULES[result.schedule].op_kinds
 
     def deps(kind: str, item: tuple[int, int, int]) -> list[tuple[str, tuple[int, int, int]]]:
         p, s, m = item
