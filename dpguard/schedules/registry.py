@@ -15,8 +15,7 @@ from fractions import Fraction
 
 from dpguard.schedules import closed_forms, dualpipe, orders
 from dpguard.schedules.closed_forms import ClosedForm
-from dpguard.schedules.ops import FB as FB_KIND
-from dpguard.schedules.ops import B, F, I, Layout, OpTimes, W
+from dpguard.schedules.ops import FB, B, F, I, Layout, OpTimes, W
 from dpguard.schedules.orders import Orders
 
 Generator = Callable[[int, int, int], tuple[Layout, Orders]]
@@ -163,7 +162,7 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             param_copies=Fraction(2),
             chunk_size=_one,
             stages=_p,
-            op_kinds=frozenset({F, B, I, W, FB_KIND}),
+            op_kinds=frozenset({F, B, I, W, FB}),
         ),
         ScheduleSpec(
             name="dualpipev",
@@ -175,7 +174,7 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             param_copies=Fraction(1),
             chunk_size=lambda v: Fraction(1, 2),
             stages=lambda ranks, v: 2 * ranks,
-            op_kinds=frozenset({F, B, I, W, FB_KIND}),
+            op_kinds=frozenset({F, B, I, W, FB}),
         ),
     )
 }
@@ -186,7 +185,7 @@ def check(schedule: str, ranks: int, microbatches: int, virtual_stages: int = 1)
 
     Never raises, so the policy engine can call it on untrusted manifest values.
     """
-    spec = SCHEDULES.get(schedule)
+    spec = SCHEDULES.get(schedule) if isinstance(schedule, str) else None
     if spec is None:
         return (f"unknown schedule {schedule!r}; valid: {', '.join(SCHEDULES)}",)
     problems = []

@@ -128,6 +128,7 @@ def test_check_never_raises_on_junk():
     assert check("dualpipe", "8", 16)  # type: ignore[arg-type]
     assert check("dualpipe", 8, 16.0)  # type: ignore[arg-type]
     assert check("dualpipe", True, 16)  # type: ignore[arg-type]
+    assert check(["dualpipe"], 8, 16)  # type: ignore[arg-type]
 
 
 def test_simulate_raises_one_message_per_violation():
