@@ -33,7 +33,7 @@ CODES: dict[str, str] = {
     "X004": "explicit micro-batch count contradicts the batch sizes",
     "X005": "active parameters exceed total parameters",
     "X006": "MoE field on a dense model",
-    "X007": "experts per token exceed experts",
+    "X007": "experts per token not smaller than experts",
     "X008": "experts not divisible by expert parallel size",
     "X009": "expert parallel size does not divide tensor x context x data parallel",
     "X010": "attention heads not divisible by tensor parallel size",
@@ -44,4 +44,5 @@ CODES: dict[str, str] = {
     "X015": "virtual stages without pipeline parallelism",
     "X016": "quantity out of range",
     "X017": "dense model with active parameters different from total",
+    "X018": "parameters leave nothing for the transformer layers",
 }

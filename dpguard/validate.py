@@ -280,12 +280,14 @@ def _cross_field(raw: _Raw, catalog: Catalog) -> Iterator[tuple[str, str, str]]:
         if (raw.int("parallelism.expert") or 1) > 1:
             yield "parallelism.expert", "X006", "expert parallelism is set on a dense model"
     experts, top_k = raw.int("model.experts"), raw.int("model.experts_per_token")
-    if experts and top_k and top_k > experts:
+    if experts and top_k and top_k >= experts:
         yield (
             "model.experts_per_token",
             "X007",
-            f"experts_per_token ({top_k}) exceeds experts ({experts})",
+            f"experts_per_token ({top_k}) must be smaller than experts ({experts}): a model "
+            "that routes every token to every expert is dense",
         )
+    yield from _parameter_split(raw, arch, total, active, experts, top_k)
 
     if raw.get("parallelism") is None:
         return
@@ -363,6 +365,40 @@ def _cross_field(raw: _Raw, catalog: Catalog) -> Iterator[tuple[str, str, str]]:
             "X004",
             f"microbatches is {explicit} but global_batch_size / (micro_batch_size x data "
             f"parallel) = {gbs} / ({mbs} x {dp}) = {micro}",
+        )
+
+
+def _parameter_split(
+    raw: _Raw,
+    arch: Any,
+    total: int | None,
+    active: int | None,
+    experts: int | None,
+    top_k: int | None,
+) -> Iterator[tuple[str, str, str]]:
+    """The parameters must leave something for the transformer layers once the embeddings
+    (vocab x hidden, twice unless tied) and, for MoE, the routed experts are taken out: the
+    memory model splits them the same way (dpguard/memory.py expert_params/embedding_params)."""
+    vocab, hidden = raw.int("model.vocab_size"), raw.int("model.hidden_size")
+    limit = _QUANTITY_MAX["model.total_params"]
+    if not (total and vocab and hidden) or arch not in ("moe", "dense") or total > limit:
+        return  # out-of-range totals are X016's to report
+    untied = raw.get("parallelism.untie_embeddings") is True
+    embeddings = vocab * hidden * (2 if untied else 1)
+    routed = 0.0
+    if arch == "moe":
+        if not (active and experts and top_k) or top_k >= experts or active > total:
+            return
+        routed = experts * (total - active) / (experts - top_k)
+    rest = total - routed - embeddings
+    if rest <= 0:
+        what = f" - routed experts {routed:,.0f}" if arch == "moe" else ""
+        yield (
+            "model.total_params",
+            "X018",
+            f"total_params ({total:,}){what} - embeddings {embeddings:,} leaves {rest:,.0f} "
+            "parameters for the transformer layers; check total_params, active_params, "
+            "experts, vocab_size and hidden_size",
         )
 
 

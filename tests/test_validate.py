@@ -857,9 +857,58 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         "X007",
         FULL,
         {"model.experts_per_token": "300"},
-        [("X007", *at("model.experts_per_token"), "experts_per_token (300) exceeds experts (256)")],
+        [
+            (
+                "X007",
+                *at("model.experts_per_token"),
+                "experts_per_token (300) must be smaller than experts (256): a model that routes "
+                "every token to every expert is dense",
+            )
+        ],
     ),
-    ("X007-ok-equal", FULL, {"model.experts_per_token": "256"}, []),
+    (
+        "X007-equal",
+        FULL,
+        {"model.experts_per_token": "256"},
+        [
+            (
+                "X007",
+                *at("model.experts_per_token"),
+                "experts_per_token (256) must be smaller than experts (256): a model that routes "
+                "every token to every expert is dense",
+            )
+        ],
+    ),
+    (
+        # One fewer than the experts, with a consistent shape: 8 experts, top-7, 100B total,
+        # 90B active -> 10B per expert, 80B routed, 18.1B left after the embeddings.
+        "X007-ok-one-less",
+        FULL,
+        {
+            "model.total_params": "100B",
+            "model.active_params": "90B",
+            "model.experts": "8",
+            "model.experts_per_token": "7",
+            "parallelism.expert": "8",
+        },
+        [],
+    ),
+    (
+        # 64 experts, top-8, 100B total, 10B active: routed experts alone would be
+        # 64 x (100B - 10B) / (64 - 8) = 102.86B > 100B (the case that crashed the memory model).
+        "X018-moe",
+        FULL,
+        {"model.total_params": "100B", "model.active_params": "10B", "model.experts": "64"},
+        [
+            (
+                "X018",
+                *at("model.total_params"),
+                "total_params (100,000,000,000) - routed experts 102,857,142,857 - embeddings "
+                "1,853,358,080 leaves -4,710,500,937 parameters for the transformer layers; "
+                "check total_params, active_params, experts, vocab_size and hidden_size",
+            )
+        ],
+    ),
     (
         "X008",
         FULL,
@@ -1089,9 +1138,30 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
     (
         "X016-ok-limits",
         FULL,
-        {"model.total_params": "1000T", "training.tokens": "100000T", "model.active_params": "1"},
+        # Active 100T keeps the MoE split consistent (X018): 256 x 900T / 248 = 929T routed.
+        {
+            "model.total_params": "1000T",
+            "training.tokens": "100000T",
+            "model.active_params": "100T",
+        },
         [],
     ),
+    (
+        "X018-dense",
+        DENSE,
+        {"model.total_params": "1B"},
+        [
+            (
+                "X018",
+                *at("model.total_params"),
+                # 129,280 x 7,168 x 2 (untied) = 1,853,358,080 embedding parameters
+                "total_params (1,000,000,000) - embeddings 1,853,358,080 leaves -853,358,080 "
+                "parameters for the transformer layers; check total_params, active_params, "
+                "experts, vocab_size and hidden_size",
+            )
+        ],
+    ),
+    ("X018-ok-consistent-moe", FULL, {}, []),
     (
         "X017",
         DENSE,
