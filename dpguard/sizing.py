@@ -99,10 +99,12 @@ def stage_memory(
         result = simulation(s, settings)
         if result is None:
             return None
+        from dpguard.schedules import SCHEDULES
+
         units = float(max(result.peak_activations_per_rank))
-        # DualPipe: a chunk of each of two model copies per rank (arXiv 2412.19437 Table 2).
-        # DualPipeV: 2 stages of 1/(2N) of the model per rank, one copy (schedules.md §5).
-        copies = 2 if s.schedule == "dualpipe" else 1
+        # The registry's copies relative to 1F1B on the same devices: DualPipe keeps two model
+        # copies (arXiv 2412.19437 Table 2); DualPipeV's two 1/(2N) chunks weigh as one 1/N.
+        copies = int(SCHEDULES[s.schedule].param_copies)
         v_shape = s.schedule == "dualpipev"
         virtual = 2 if v_shape else result.virtual_stages
     parallel = memory.ParallelDegrees(
