@@ -25,6 +25,7 @@ class Config:
     path: str  # the config file ("" when none was found)
     policies: tuple[str, ...] = ()  # resolved against the config file's directory
     disable: tuple[str, ...] = ()
+    disable_at: tuple[str, ...] = ()  # file:line:col of each disable entry
     waivers: str | None = None
     fail_on: str | None = None
 
@@ -77,6 +78,12 @@ def load(path: Path) -> Config:
         path=name,
         policies=tuple(str(base / p) for p in data.get("policies", ())),
         disable=tuple(data.get("disable", ())),
+        disable_at=tuple(
+            f"{name}:{line}:{col}"
+            for line, col in (
+                doc.position(("disable", i)) for i in range(len(data.get("disable", ())))
+            )
+        ),
         waivers=str(base / waivers) if waivers else None,
         fail_on=data.get("fail_on"),
     )

@@ -21,13 +21,10 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.exitcodes import ExitCode
     from dpguard.policy.load import PolicyError, load_policies
 
-    if args.paths:
-        extra, disable = list(args.paths), ()
-    else:
-        cfg = config.discover()
-        extra, disable = list(cfg.policies), cfg.disable
+    cfg = config.NO_CONFIG if args.paths else config.discover()
+    extra = list(args.paths) if args.paths else list(cfg.policies)
     try:
-        policies = load_policies(extra, disable)
+        policies = load_policies(extra, cfg.disable, cfg.disable_at)
     except PolicyError as exc:
         for problem in exc.problems:
             print(problem)

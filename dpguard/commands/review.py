@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config.discover()  # flags win: --policy layers after the config's sets
     fail_on = args.fail_on or cfg.fail_on or "error"
     # a broken policy, config or waivers file stops everything: exit 2
-    policies = load_policies([*cfg.policies, *args.policy], cfg.disable)
+    policies = load_policies([*cfg.policies, *args.policy], cfg.disable, cfg.disable_at)
     today = args.date or dt.date.today()
     waivers = (
         load_waivers(cfg.waivers, policies, today, Path(cfg.path).parent.resolve())

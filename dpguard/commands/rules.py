@@ -33,7 +33,7 @@ def load(extra: list[str]) -> object:
     from dpguard.policy.load import load_policies
 
     cfg = config.discover()
-    return load_policies([*cfg.policies, *extra], cfg.disable)
+    return load_policies([*cfg.policies, *extra], cfg.disable, cfg.disable_at)
 
 
 def run(args: argparse.Namespace) -> int:

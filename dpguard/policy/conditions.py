@@ -105,7 +105,9 @@ def _check_value(spec: FactSpec, op: str, value: Any, path: Path) -> None:
             ok = _num(item)
         if not ok:
             raise ConditionProblem(
-                f"{spec.path} is a {spec.type} fact; {item!r} can never match it", where
+                f"{spec.path} is {'an' if spec.type == 'int' else 'a'} {spec.type} fact; "
+                f"{item!r} can never match it",
+                where,
             )
         if spec.choices and op not in ORDERED and item not in spec.choices:
             raise ConditionProblem(
@@ -115,8 +117,10 @@ def _check_value(spec: FactSpec, op: str, value: Any, path: Path) -> None:
             )
 
 
-def parse(data: Any, path: Path) -> Condition:
-    """Build a condition from policy data; raises ConditionProblem at the offending key."""
+def parse(data: Any, path: Path, late: frozenset[str] = frozenset()) -> Condition:
+    """Build a condition from policy data; raises ConditionProblem at the offending key.
+
+    `late`: facts the rule's kind cannot see set (see facts.LATE_FACTS); naming one is an error."""
     if not isinstance(data, dict) or not data:
         raise ConditionProblem("a condition must be a mapping: all, any, not or a fact test", path)
     groups = [k for k in ("all", "any", "not") if k in data]
@@ -130,10 +134,10 @@ def parse(data: Any, path: Path) -> Condition:
         op = groups[0]
         body = data[op]
         if op == "not":
-            return Group("not", (parse(body, (*path, "not")),))
+            return Group("not", (parse(body, (*path, "not"), late),))
         if not isinstance(body, list) or not body:
             raise ConditionProblem(f"{op!r} takes a non-empty list of conditions", (*path, op))
-        return Group(op, tuple(parse(c, (*path, op, i)) for i, c in enumerate(body)))
+        return Group(op, tuple(parse(c, (*path, op, i), late) for i, c in enumerate(body)))
     if "fact" not in data:
         key = sorted(data)[0]
         raise ConditionProblem(
@@ -145,6 +149,12 @@ def parse(data: Any, path: Path) -> Condition:
     if not isinstance(fact, str) or fact not in FACTS:
         raise ConditionProblem(
             f"unknown fact {fact!r}{hint(str(fact), FACTS)} (`dpguard facts` lists them)",
+            (*path, "fact"),
+        )
+    if fact in late:
+        raise ConditionProblem(
+            f"fact {fact!r} is only known after the decision table and refusals have run, so "
+            "this rule would never see it set; test it in a reject or advise rule",
             (*path, "fact"),
         )
     ops = [k for k in data if k != "fact"]

@@ -205,6 +205,15 @@ _SPECS = (
 
 FACTS: dict[str, FactSpec] = {spec.path: spec for spec in _SPECS}
 ROOTS = frozenset(path.split(".")[0] for path in FACTS)
+# Facts the engine sets only after the decision table and the refusals have run (the decision,
+# the plan, and `sized_facts`). Decision and refuse rules cannot test them: they would always be
+# unset there, a condition that silently never holds.
+LATE_FACTS = frozenset(
+    path
+    for path in FACTS
+    if path.split(".")[0] in ("decision", "plan", "proposal", "policy")
+    or path == "derived.model_fits_one_gpu"
+)
 
 
 def manifest_facts(manifest: Manifest) -> dict[str, Any]:

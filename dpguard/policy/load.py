@@ -14,8 +14,8 @@ from dpguard import resources
 from dpguard.errors import ConfigError, InputError
 from dpguard.findings import Severity
 from dpguard.policy import templates
-from dpguard.policy.conditions import ConditionProblem, leaves, parse
-from dpguard.policy.facts import FACTS
+from dpguard.policy.conditions import ConditionProblem, hint, leaves, parse
+from dpguard.policy.facts import FACTS, LATE_FACTS
 from dpguard.policy.model import Policies, PolicySet, Rule
 from dpguard.policy.reach import unreachable_rows
 from dpguard.yamlsource import Path, SourceDoc, YamlLoadError, load_file
@@ -69,15 +69,17 @@ def _rule(
     doc: SourceDoc, index: int, data: dict[str, Any], set_name: str
 ) -> tuple[Rule | None, list[str]]:
     base: Path = ("rules", index)
+    kind = data["kind"]
+    # Decision rows and refusals run before the facts in LATE_FACTS exist.
+    late = LATE_FACTS if kind in ("decision", "refuse") else frozenset()
     problems = [
         f"{_at(doc, (*base, 'message'))}: message {problem}"
-        for problem in dict.fromkeys(templates.check_message(data["message"]))
+        for problem in dict.fromkeys(templates.check_message(data["message"], late))
     ]
     try:
-        when = parse(data["when"], (*base, "when"))
+        when = parse(data["when"], (*base, "when"), late)
     except ConditionProblem as exc:
         return None, [f"{_at(doc, exc.path)}: {exc}", *problems]
-    kind = data["kind"]
     first_fact = next((leaf.fact for leaf in leaves(when)), "")
     at = data.get("at", first_fact)
     if at not in FACTS:
@@ -127,13 +129,9 @@ def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
             problems.append(
                 f"{rule.location}: duplicate rule id {rule.id} (first at {seen[rule.id]})"
             )
+            continue  # reported once here, not again as an override without override: true
         seen[rule.id] = rule.location
         rules.append(rule)
-    for row, winner in unreachable_rows([r for r in rules if r.kind == "decision"]):
-        problems.append(
-            f"{row.location}: decision row {row.id} can never match: the earlier row "
-            f"{winner.id} ({winner.location}) always wins"
-        )
     settings = data.get("settings", {})
     policy_set = PolicySet(
         name=name,
@@ -142,6 +140,9 @@ def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
         path=path,
         rules=tuple(rules),
         disable=tuple(settings.get("disable", ())),
+        disable_at=tuple(
+            _at(doc, ("settings", "disable", i)) for i in range(len(settings.get("disable", ())))
+        ),
         max_waiver_days=settings.get("max_waiver_days"),
         settings={k: v for k, v in settings.items() if k not in ("disable", "max_waiver_days")},
     )
@@ -190,10 +191,21 @@ def layer(sets: Sequence[PolicySet]) -> tuple[Policies, list[str]]:
             rules[rule.id] = (
                 rule  # dict keeps the first insertion position: overrides stay in place
             )
-        for rule_id in policy_set.disable:
+        for i, rule_id in enumerate(policy_set.disable):
             if rules.pop(rule_id, None) is None:
-                problems.append(f"{policy_set.path}: disable names unknown rule {rule_id}")
+                where = policy_set.disable_at[i] if i < len(policy_set.disable_at) else ""
+                problems.append(
+                    f"{where or policy_set.path}: disable names unknown rule {rule_id}"
+                    f"{hint(rule_id, rules)}"
+                )
     effective = tuple(rules.values())
+    # On the layered table: a team's row can be shadowed by a shipped row, and disabling a
+    # shipped row can make a row reachable again.
+    for row, winner in unreachable_rows([r for r in effective if r.kind == "decision"]):
+        problems.append(
+            f"{row.location}: decision row {row.id} can never match: the earlier row "
+            f"{winner.id} ({winner.location}) always wins"
+        )
     settings: dict[str, Any] = {}
     for policy_set in sets:
         settings.update(policy_set.settings)
@@ -209,8 +221,12 @@ def layer(sets: Sequence[PolicySet]) -> tuple[Policies, list[str]]:
     return policies, problems
 
 
-def load_policies(extra: Sequence[str] = (), disable: Sequence[str] = ()) -> Policies:
-    """The shipped sets, then `extra` sets in order; raises PolicyError listing every problem."""
+def load_policies(
+    extra: Sequence[str] = (), disable: Sequence[str] = (), disable_at: Sequence[str] = ()
+) -> Policies:
+    """The shipped sets, then `extra` sets in order, then the ids in `disable` (from
+    .dpguard.yaml; `disable_at` their ``file:line:col``); raises PolicyError listing every
+    problem."""
     problems: list[str] = []
     sets: list[PolicySet] = []
     for path in [*shipped_paths(), *expand(extra)]:
@@ -219,7 +235,9 @@ def load_policies(extra: Sequence[str] = (), disable: Sequence[str] = ()) -> Pol
         if policy_set is not None:
             sets.append(policy_set)
     if disable:
-        sets.append(PolicySet("config", "0.0.0", "", ".dpguard.yaml", (), tuple(disable)))
+        sets.append(
+            PolicySet("config", "0.0.0", "", ".dpguard.yaml", (), tuple(disable), tuple(disable_at))
+        )
     policies, layer_problems = layer(sets)
     problems += layer_problems
     if problems:

@@ -44,6 +44,7 @@ class PolicySet:
     path: str
     rules: tuple[Rule, ...]
     disable: tuple[str, ...] = ()
+    disable_at: tuple[str, ...] = ()  # file:line:col of each disable entry
     max_waiver_days: int | None = None
     settings: dict[str, Any] = field(default_factory=dict, compare=False)
 

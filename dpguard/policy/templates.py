@@ -83,7 +83,7 @@ def _references(ast: Any) -> Iterator[list[str]]:
     yield from visit(ast)
 
 
-def _unknown(chain: list[str]) -> str | None:
+def _unknown(chain: list[str], late: frozenset[str]) -> str | None:
     root = chain[0]
     if root in EXTRA_NAMES:
         return None
@@ -91,6 +91,11 @@ def _unknown(chain: list[str]) -> str | None:
         return f"uses undefined name {root!r}{hint(root, sorted(ROOTS | EXTRA_NAMES))}"
     for i in range(2, len(chain) + 1):
         path = ".".join(chain[:i])
+        if path in late:
+            return (
+                f"uses fact {path!r}, which is only known after the decision table and "
+                "refusals have run"
+            )
         if path in FACTS:
             return None  # anything further is an attribute of the value itself
         if not any(fact.startswith(path + ".") for fact in FACTS):
@@ -98,15 +103,16 @@ def _unknown(chain: list[str]) -> str | None:
     return None
 
 
-def check_message(source: str) -> list[str]:
-    """Problems with a message template: syntax errors and unknown facts."""
+def check_message(source: str, late: frozenset[str] = frozenset()) -> list[str]:
+    """Problems with a message template: syntax errors, unknown facts, and facts in `late`
+    (not yet set when the rule's message is rendered; see facts.LATE_FACTS)."""
     from jinja2 import TemplateSyntaxError
 
     try:
         ast = environment().parse(source)
     except TemplateSyntaxError as exc:
         return [f"is not a valid template: {exc.message} (template line {exc.lineno})"]
-    return [p for p in (_unknown(c) for c in _references(ast)) if p is not None]
+    return [p for p in (_unknown(c, late) for c in _references(ast)) if p is not None]
 
 
 def render_message(source: str, facts: Mapping[str, Any], rule: Mapping[str, Any]) -> str:
