@@ -36,6 +36,13 @@ def data_parallel(manifest: Manifest, s: Strategy) -> int:
     return manifest.cluster.gpus // (s.tensor * s.pipeline * s.context)
 
 
+def expert_tensor(tensor: int, expert: int, context: int, data: int) -> int:
+    """Expert tensor-parallel size: Megatron's default ETP = TP when EP x TP divides
+    TP x CP x DP; otherwise 1 (torchtitan's and DeepSeek's layout, the one the validator's X009
+    rule accepts: EP | TP x CP x DP). ETP = 1 holds more expert bytes per GPU: it errs large."""
+    return tensor if (tensor * context * data) % (expert * tensor) == 0 else 1
+
+
 def model_shape(manifest: Manifest, settings: Mapping[str, Any]) -> memory.ModelShape:
     m = manifest.model
     return memory.ModelShape(
@@ -107,13 +114,15 @@ def stage_memory(
         copies = int(SCHEDULES[s.schedule].param_copies)
         v_shape = s.schedule == "dualpipev"
         virtual = 2 if v_shape else result.virtual_stages
+    dp = data_parallel(manifest, s)
     parallel = memory.ParallelDegrees(
         tensor=s.tensor,
         pipeline=s.pipeline,
-        data=data_parallel(manifest, s),
+        data=dp,
         expert=s.expert,
         context=s.context,
         virtual_stages=virtual,
+        expert_tensor=expert_tensor(s.tensor, s.expert, s.context, dp),
     )
     return memory.memory_per_gpu(
         model_shape(manifest, settings),

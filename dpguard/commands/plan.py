@@ -29,18 +29,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dpguard.check import check_file
     from dpguard.exitcodes import ExitCode
-    from dpguard.planner.plan import make_plan
     from dpguard.planner.render import plan_dict, render_markdown
     from dpguard.policy.load import load_policies
 
     policies = load_policies(args.policy)
     result = check_file(args.file, None, policies)
-    if result.manifest is None or result.outcome is None:
+    if result.manifest is None or result.outcome is None or result.plan is None:
         for finding in result.findings:
             print(finding.format(), file=sys.stderr)
         print(f"{args.file}: the manifest is invalid; nothing to plan", file=sys.stderr)
         return ExitCode.FAILED
-    plan = make_plan(result.manifest, result.outcome, policies)
+    plan = result.plan
     if args.format == "json":
         text = json.dumps(plan_dict(plan, policies), indent=2, sort_keys=True) + "\n"
     else:

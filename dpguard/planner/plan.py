@@ -153,7 +153,14 @@ def _judge(policies: Policies, manifest: Manifest, c: Candidate, schedule: str) 
         microbatches=s.microbatches,
     )
     outcome = evaluate(policies, planned, manifest_facts(planned))
-    return tuple(f for f in outcome.findings if f.kind in ("reject", "refuse"))
+    # A refusal that only redirected the decision (to this plan's schedule) is already in
+    # `plan.outcome.redirects`; keep the refusals that refuse this plan's own schedule.
+    refusing = {r.id for r in policies.rules if r.kind == "refuse" and r.refuses_schedule(schedule)}
+    return tuple(
+        f
+        for f in outcome.findings
+        if f.kind == "reject" or (f.kind == "refuse" and f.code in refusing)
+    )
 
 
 def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
@@ -203,7 +210,7 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
         candidates=candidates,
         ideal_gpu_hours=sizing.ideal_gpu_hours(manifest, settings),
         efficiency=sizing.efficiency(manifest, settings),
-        op_times=_op_seconds(manifest, c, settings) if c else {},
+        op_times=_op_seconds(manifest, c, settings) if c and schedule != "none" else {},
         kernel=_kernel(manifest, c.strategy.tensor, c.strategy.expert, settings)
         if c
         else Kernel("none", "", ""),

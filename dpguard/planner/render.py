@@ -7,8 +7,10 @@ loaded or rendered is dpguard's configuration being broken: ConfigError, exit 2.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from dpguard import sizing
 from dpguard.errors import ConfigError
 from dpguard.memory import GIB
 from dpguard.planner.plan import Plan, ScheduleNumbers
@@ -89,6 +91,13 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         (f for f in plan.outcome.findings if refusal and f.code == refusal.id), None
     )
     fallback = plan.numbers(plan.rollback_to)
+    target = settings["planner"]["microbatches_per_rank"]
+    # Routed experts are split over EP x ETP (sizing.expert_tensor: ETP = TP when it divides).
+    expert_shards = plan.expert * (
+        sizing.expert_tensor(plan.tensor, plan.expert, plan.context, plan.data_parallel)
+        if plan.data_parallel
+        else 1
+    )
     params = memory.parameters * (2 if plan.schedule == "dualpipe" else 1) if memory else 0
     assumptions = [
         f"compute: 6 x {_thousands(m.model.active_params)} active parameters x "
@@ -122,13 +131,16 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "tensor": plan.tensor,
         "pipeline": plan.pipeline,
         "expert": plan.expert,
+        "expert_shards": expert_shards,
         "context": plan.context,
         "data_parallel": plan.data_parallel,
         "microbatches": plan.microbatches,
         "micro_batch_size": plan.micro_batch_size,
         "mbs_chosen": ("training", "micro_batch_size") not in m.source.keys,
-        "mp_range": "{min:g}..{max:g}".format(**settings["planner"]["microbatches_per_rank"]),
+        "mp_range": "{min:g}..{max:g}".format(**target),
         "m_over_p": f"{plan.microbatches / plan.pipeline:.2f}" if plan.pipeline else "n/a",
+        "m_over_p_in_range": bool(plan.pipeline)
+        and target["min"] <= plan.microbatches / plan.pipeline <= target["max"],
         "memory": {
             "total_gb": _gb(memory.total) if memory else "n/a",
             "activations_gb": _gb(memory.activations) if memory else "n/a",
@@ -191,18 +203,32 @@ def _environment(templates_dir: str | None) -> Any:
     return env
 
 
+def _position(exc: BaseException) -> str:
+    """file:line of a template error. Syntax errors carry it; errors raised while rendering
+    (an undefined name, the sandbox refusing an attribute) only through the traceback frames
+    Jinja rewrites to point into the template, the innermost of which is the culprit."""
+    where, line = getattr(exc, "filename", None), getattr(exc, "lineno", None)
+    if line is None:
+        tb = exc.__traceback__
+        while tb is not None:
+            name = tb.tb_frame.f_code.co_filename
+            if not name.endswith(".py") and not name.startswith("<"):
+                where, line = name, tb.tb_lineno
+            tb = tb.tb_next
+    where = where or "plan.md.j2"
+    return f"{where}:{line}" if line else where
+
+
 def render_markdown(plan: Plan, policies: Policies, templates_dir: str | None = None) -> str:
     from jinja2 import TemplateError
 
+    if templates_dir is not None and not os.path.isdir(templates_dir):
+        raise ConfigError("templates directory not found", templates_dir)
     try:
         template = _environment(templates_dir).get_template("plan.md.j2")
         text = template.render(plan=plan_context(plan, policies))
     except TemplateError as exc:
-        where = getattr(exc, "filename", None) or "plan.md.j2"
-        line = getattr(exc, "lineno", None)
-        raise ConfigError(
-            f"template cannot be rendered: {exc}", f"{where}:{line}" if line else where
-        ) from None
+        raise ConfigError(f"template cannot be rendered: {exc}", _position(exc)) from None
     # Collapse the blank-line runs Jinja's block tags leave, so the page stays compact.
     lines: list[str] = []
     for line in text.splitlines():

@@ -96,9 +96,12 @@ def _expert_size(
     manifest: Manifest, tensor: int, pipeline: int, settings: Mapping[str, Any]
 ) -> int:
     """The proposal's EP, else the largest size up to the policy cap that divides the experts
-    and T x C x DP (EP borrows data-parallel ranks: torchtitan dp_shard*cp*tp == efsdp*ep)."""
+    and T x C x DP (EP borrows data-parallel ranks: torchtitan dp_shard*cp*tp == efsdp*ep).
+
+    A parallelism section that leaves `expert` out means expert = 1, and that is what the
+    policies judged (DT001 does not fire): the planner keeps it rather than contradict them."""
     p = manifest.parallelism
-    if p is not None and ("parallelism", "expert") in manifest.source.keys:
+    if p is not None:
         return p.expert
     if not manifest.model.is_moe or not manifest.model.experts:
         return 1
@@ -125,7 +128,12 @@ def search(
     """Plan for the first schedule of `schedules` that some P admits (see module docstring)."""
     p = manifest.parallelism
     fixed_tensor = p is not None and ("parallelism", "tensor") in manifest.source.keys
-    tensors = [p.tensor] if fixed_tensor and p else list(settings["planner"]["tensor_candidates"])
+    candidates = list(settings["planner"]["tensor_candidates"])
+    tensors = [p.tensor] if fixed_tensor and p else candidates
+    if not pipeline_needed and fixed_tensor and p:
+        # No pipeline (refused, or the model fits one GPU): data + tensor parallel, so a larger
+        # tensor size than the proposal's is the way to fit.
+        tensors += [t for t in candidates if t > p.tensor]
     tensors = [t for t in tensors if manifest.model.attention_heads % t == 0]
     context = p.context if p is not None else 1
     virtual = p.virtual_stages if p is not None else 1
