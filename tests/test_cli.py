@@ -73,7 +73,7 @@ def test_broken_manifest_exits_1(capsys: pytest.CaptureFixture[str], write_manif
     code, out, err = run(capsys, "review", "broken.yaml")
     assert code == 1
     assert finding_lines(out) == [
-        "broken.yaml:2:1: error Y001 invalid YAML: expected ',' or ']', but got '<stream end>' "
+        "broken.yaml:2:1: error Y001 invalid YAML: did not find expected ',' or ']' "
         "(while parsing a flow sequence that starts at line 1)"
     ]
     assert summary(out) == (1, 0, 1, 1, 0)
@@ -88,7 +88,7 @@ def hostile_inputs() -> list[tuple[str, bytes, str]]:
         (
             "invalid",
             b"a: b: c\n",
-            "1:5: error Y001 invalid YAML: mapping values are not allowed here",
+            "1:5: error Y001 invalid YAML: mapping values are not allowed in this context",
         ),
         ("empty", b"", "1:1: error Y002 the file is empty: expected a mapping"),
         (
