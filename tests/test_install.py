@@ -105,6 +105,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
             str(python),
             "install",
             "--no-deps",
+            "--ignore-installed",  # the running environment's dpguard is visible through the .pth
             "--no-index",
             "-q",
             str(wheel),
