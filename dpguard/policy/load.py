@@ -5,6 +5,7 @@ cannot judge must never pass a manifest vacuously."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path as FsPath
@@ -229,7 +230,12 @@ def load_policies(
     problem."""
     problems: list[str] = []
     sets: list[PolicySet] = []
+    # A file named twice (e.g. `lint-policies policies/core.yaml`, a shipped set) is loaded
+    # once: layered over itself, every rule would clash with its own id.
+    paths: dict[str, str] = {}
     for path in [*shipped_paths(), *expand(extra)]:
+        paths.setdefault(os.path.realpath(path), path)
+    for path in paths.values():
         policy_set, set_problems = load_set(path)
         problems += set_problems
         if policy_set is not None:
