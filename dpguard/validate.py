@@ -14,11 +14,13 @@ from typing import Any
 
 from dpguard import resources
 from dpguard.catalog import Catalog
+from dpguard.errors import ConfigError
 from dpguard.findings import Finding, Severity
 from dpguard.manifest import derived_sizes, parse_quantity
 from dpguard.yamlsource import Path, SourceDoc
 
 SCHEMA_FILE = "manifest.schema.json"
+SCHEMA_PATH = f"schemas/{SCHEMA_FILE}"
 
 _KEYWORD_CODES = {
     "additionalProperties": "S001",
@@ -49,10 +51,19 @@ def _validator() -> Any:
     slip past the cross-field checks (which read ints) into the typed Manifest.
     """
     from jsonschema import Draft202012Validator, validators
+    from jsonschema.exceptions import SchemaError
 
+    schema = resources.schema(SCHEMA_FILE)
+    try:  # a broken schema is dpguard's own file: exit 2, not an internal error mid-review
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = dotted(tuple(exc.absolute_path))
+        raise ConfigError(
+            f"not a valid JSON Schema at {where}: {exc.message}", SCHEMA_PATH
+        ) from None
     strict = Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer)
     validator = validators.extend(Draft202012Validator, type_checker=strict)
-    return validator(resources.schema(SCHEMA_FILE))
+    return validator(schema)
 
 
 def dotted(path: Path) -> str:
@@ -132,7 +143,7 @@ def schema_problems(validator: Any, doc: SourceDoc) -> Iterator[tuple[Path, str,
                 yield (
                     (*path, key),
                     "S001",
-                    f"unknown key {key!r} in {where}{_hint(key, allowed)}",
+                    f"unknown key {_describe(key)} in {where}{_hint(key, allowed)}",
                 )
         elif keyword == "required":
             missing = error.message.split("'")[1]

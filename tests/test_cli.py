@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -315,6 +316,54 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]
     assert code == 2
     assert out == ""
     assert err.startswith("usage: dpguard")
+
+
+# --- exit code 2: dpguard's own files broken --------------------------------------------------
+
+
+@pytest.fixture
+def manifest_schema_text(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Replace the packaged manifest schema's text with the one item of the yielded list."""
+    from dpguard import resources, validate
+
+    original = resources.read_text
+    replacement: list[str] = []
+
+    def read_text(package: str, name: str) -> str:
+        if name == "manifest.schema.json":
+            return replacement[0]
+        return original(package, name)
+
+    monkeypatch.setattr(resources, "read_text", read_text)
+    resources.schema.cache_clear()
+    validate._validator.cache_clear()
+    yield replacement
+    resources.schema.cache_clear()
+    validate._validator.cache_clear()
+
+
+def test_broken_schema_json_exits_2(
+    capsys: pytest.CaptureFixture[str], manifest_schema_text: list[str], valid: str
+) -> None:
+    manifest_schema_text.append('{\n  "type": "object",\n  oops\n}\n')
+    code, out, err = run(capsys, "review", valid)
+    assert (code, out) == (2, "")
+    assert err == (
+        "dpguard: error: schemas/manifest.schema.json:3:3: "
+        "Expecting property name enclosed in double quotes\n"
+    )
+
+
+def test_invalid_json_schema_exits_2(
+    capsys: pytest.CaptureFixture[str], manifest_schema_text: list[str], valid: str
+) -> None:
+    manifest_schema_text.append('{"properties": {"gpus": {"minimum": "one"}}}')
+    code, out, err = run(capsys, "review", valid)
+    assert (code, out) == (2, "")
+    assert err == (
+        "dpguard: error: schemas/manifest.schema.json: not a valid JSON Schema at "
+        "properties.gpus.minimum: 'one' is not of type 'number'\n"
+    )
 
 
 # --- exit code 3: internal errors -------------------------------------------------------------

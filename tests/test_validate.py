@@ -565,6 +565,13 @@ def test_unknown_key(parent: str, line: str, key: str, where: str, hint: str) ->
     assert findings(text) == [("S001", *position, f"unknown key {key!r} in {where}{hint}")]
 
 
+def test_long_unknown_key_is_cut_in_the_message() -> None:
+    text = insert(FULL, "training", "k" * 1000 + ": 1")  # YAML caps implicit keys at 1024
+    assert findings(text) == [
+        ("S001", 30, 3, f"unknown key '{'k' * 37}...' in training"),
+    ]
+
+
 def test_merge_key_is_an_unknown_key() -> None:
     text = FULL.replace("parallelism:\n", "parallelism:\n  <<: {tensor: 1}\n")
     assert findings(text) == [("S001", 37, 3, "unknown key '<<' in parallelism")]
