@@ -25,8 +25,9 @@ class ScheduleNumbers:
     schedule: str
     bubble: float | None  # exact simulated fraction at the plan's P and M
     gpu_hours: float | None
-    makespan_chunks: float | None  # in units of one forward chunk
+    makespan_chunks: float | None  # in units of F, the forward of one 1/P stage (op_times)
     violations: tuple[str, ...]  # why the schedule cannot run at this P and M
+    virtual_stages: int = 1  # chunks per rank simulated (interleaved 1F1B: at least 2)
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,9 @@ def _numbers(
         problems = tuple(check(name, s.pipeline, s.microbatches, virtual))
         result = None if problems else sizing.simulation(s, settings)
         if result is None:
-            out.append(ScheduleNumbers(name, None, None, None, problems or ("not simulated",)))
+            out.append(
+                ScheduleNumbers(name, None, None, None, problems or ("not simulated",), virtual)
+            )
             continue
         bubble = float(result.bubble_fraction)
         out.append(
@@ -104,8 +107,11 @@ def _numbers(
                 name,
                 bubble,
                 sizing.gpu_hours(manifest, bubble, settings),
-                float(result.makespan),
+                # The simulator counts in the schedule's own chunks (1/v of a stage for
+                # interleaved, 1/2 for DualPipeV): rescale so every row shares one unit.
+                float(result.makespan * result.chunk_size),
                 (),
+                virtual,
             )
         )
     return tuple(out)

@@ -264,6 +264,7 @@ def plan_dict(plan: Plan, policies: Policies) -> dict[str, Any]:
                 "gpu_hours": c.gpu_hours,
                 "makespan_forward_chunks": c.makespan_chunks,
                 "violations": list(c.violations),
+                "virtual_stages": c.virtual_stages,
             }
             for c in plan.candidates
         ],
