@@ -1,0 +1,64 @@
+"""`json`: a versioned document (``"version": 1``) whose shape is `schemas/report.schema.json`.
+
+Written with sorted keys and a fixed indent so the same input gives byte-identical output.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dpguard.check import FileResult
+from dpguard.planner.plan import Plan
+from dpguard.policy.model import Policies
+from dpguard.reporters.model import (
+    REPORT_VERSION,
+    TOOL,
+    Report,
+    finding_dict,
+    policy_sets,
+)
+
+
+def decision_dict(result: FileResult) -> dict[str, Any] | None:
+    outcome = result.outcome
+    if outcome is None:
+        return None
+    return {
+        "rule": outcome.decision.id if outcome.decision else None,
+        "schedule": outcome.decision.recommend if outcome.decision else None,
+        "redirects": [r.id for r in outcome.redirects],
+        "recommended_schedule": outcome.schedule,
+    }
+
+
+def plan_data(plan: Plan | None, policies: Policies | None) -> dict[str, Any] | None:
+    if plan is None or policies is None:
+        return None
+    from dpguard.planner.render import plan_dict  # imports this package: import late
+
+    return plan_dict(plan, policies)
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    return {
+        "version": REPORT_VERSION,
+        "tool": dict(TOOL),
+        "policies": policy_sets(report),
+        "files": [
+            {
+                "path": r.path,
+                "valid": not report.failed(r),
+                "findings": [finding_dict(f) for f in r.findings],
+                "manifest": r.manifest.to_dict() if r.manifest else None,
+                "decision": decision_dict(r),
+                "plan": plan_data(r.plan, report.policies),
+            }
+            for r in report.results
+        ],
+        "summary": report.summary(),
+    }
+
+
+def render_json(report: Report, *, color: bool = False) -> str:
+    return json.dumps(report_dict(report), indent=2, sort_keys=True) + "\n"

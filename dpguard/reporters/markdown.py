@@ -1,0 +1,65 @@
+"""`markdown`: a pull-request comment: per manifest a findings table, the decision, and the
+one-page plan (`dpguard.planner.render.render_markdown`, headings moved down three levels so that
+they nest under the manifest's heading).
+
+The first line is an HTML comment marker so a CI job can find and update its own comment.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dpguard.check import FileResult
+from dpguard.reporters.model import Report, decision_text, policy_line, summary_line
+
+MARKER = "<!-- dpguard-review -->"
+_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
+_HEADING = re.compile(r"^(#{1,3}) ")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def cell(text: str) -> str:
+    """Text that stays literal inside a GitHub-flavoured Markdown table cell."""
+    return _SPECIAL.sub(r"\\\1", " ".join(text.split()))
+
+
+def demote(markdown: str, levels: int = 3) -> str:
+    """Move every ATX heading outside fenced code down `levels` levels (at most to ######)."""
+    out, fenced = [], False
+    for line in markdown.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and _HEADING.match(line):
+            line = "#" * levels + line
+        out.append(line)
+    return "\n".join(out)
+
+
+def _manifest(report: Report, result: FileResult) -> list[str]:
+    status = "failed" if report.failed(result) else "passed"
+    path = result.path.replace("`", "'")
+    lines = [f"### `{path}`: {status}", ""]
+    if result.findings:
+        lines += ["| severity | rule | line:col | message |", "|---|---|---|---|"]
+        for f in result.findings:
+            severity = f.severity.value + (" (waived)" if f.waived else "")
+            lines.append(f"| {severity} | {f.code} | {f.line}:{f.col} | {cell(f.message)} |")
+    else:
+        lines.append("No findings.")
+    decision = decision_text(result)
+    if decision is not None:
+        lines += ["", cell(decision[:1].upper() + decision[1:]) + "."]
+    if result.plan is not None and report.policies is not None:
+        from dpguard.planner.render import render_markdown  # imports this package: import late
+
+        lines += ["", demote(render_markdown(result.plan, report.policies)).rstrip("\n")]
+    return lines
+
+
+def render_markdown_report(report: Report, *, color: bool = False) -> str:
+    lines = [MARKER, "## dpguard review", "", f"**{summary_line(report)}**"]
+    for result in report.results:
+        lines += ["", *_manifest(report, result)]
+    if report.policies is not None:
+        lines += ["", f"<sub>{cell(policy_line(report.policies))}</sub>"]
+    return "\n".join(lines) + "\n"

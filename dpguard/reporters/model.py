@@ -1,0 +1,192 @@
+"""The one report value every renderer reads, and the small helpers several renderers share.
+
+Nothing here imports the planner's renderer (`dpguard.planner.render` imports this package for
+`finding_dict` and `policy_line`), so renderers that need it import it inside the function.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from dpguard import __version__
+from dpguard.check import FileResult
+from dpguard.codes import CODES
+from dpguard.findings import Finding, Severity
+from dpguard.planner.plan import Plan
+from dpguard.policy.model import KIND_SEVERITY, Policies, Rule
+
+REPORT_VERSION = 1
+INFORMATION_URI = "https://dpguard.dev/"
+
+# Codes that are neither policy rules nor loading/schema/cross-field codes (dpguard.codes).
+ENGINE_CODES = {
+    "P001": "no decision row of the policies matches the manifest",
+}
+CODE_FAMILIES = {
+    "Y": "YAML loading",
+    "S": "manifest schema",
+    "X": "manifest cross-field check",
+    "P": "policy engine",
+}
+
+
+@dataclass(frozen=True)
+class Report:
+    results: tuple[FileResult, ...]
+    fail_on: str = "error"
+    policies: Policies | None = None
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return tuple(f for r in self.results for f in r.findings)
+
+    def failed(self, result: FileResult) -> bool:
+        from dpguard.exitcodes import blocking
+
+        return any(blocking(f, self.fail_on) for f in result.findings)
+
+    def blocking(self, finding: Finding) -> bool:
+        from dpguard.exitcodes import blocking
+
+        return blocking(finding, self.fail_on)
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "files": len(self.results),
+            "failed": sum(1 for r in self.results if self.failed(r)),
+            "errors": sum(r.count(Severity.ERROR) for r in self.results),
+            "warnings": sum(r.count(Severity.WARNING) for r in self.results),
+        }
+
+    def rule(self, code: str) -> Rule | None:
+        return self.policies.get(code) if self.policies is not None else None
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """What a report says about a code: its title, its help text and its default severity."""
+
+    id: str
+    title: str
+    help: str
+    severity: Severity
+    kind: str  # manifest | decision | reject | refuse | advise | engine
+    policy: str = ""  # the policy set that defines it, for policy rules
+
+
+def rule_info(report: Report, code: str) -> RuleInfo:
+    rule = report.rule(code)
+    if rule is not None:
+        severity = rule.severity or KIND_SEVERITY.get(rule.kind, Severity.ERROR)
+        return RuleInfo(
+            code, rule.title, rule.docs.strip() or rule.title, severity, rule.kind, rule.policy
+        )
+    family = CODE_FAMILIES.get(code[:1], "dpguard")
+    if code in CODES:
+        title = CODES[code]
+        return RuleInfo(code, title, f"{title} ({family}, code {code})", Severity.ERROR, "manifest")
+    title = ENGINE_CODES.get(code, f"dpguard finding {code}")
+    return RuleInfo(code, title, f"{title} ({family}, code {code})", Severity.ERROR, "engine")
+
+
+def relative_uri(path: str) -> str:
+    """A URI reference for a finding's path: relative (forward slashes, percent-encoded) when the
+    file lies under the current directory, a file: URI otherwise."""
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            p = p.relative_to(Path.cwd())
+        except ValueError:
+            return p.as_uri()
+    return quote(p.as_posix().replace(os.sep, "/"), safe="/")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.2f}%"
+
+
+def summary_line(report: Report) -> str:
+    s = report.summary()
+    passed = s["files"] - s["failed"]
+    return (
+        f"{_plural(s['files'], 'manifest')} checked: {passed} passed, {s['failed']} failed "
+        f"({_plural(s['errors'], 'error')}, {_plural(s['warnings'], 'warning')})"
+    )
+
+
+def decision_text(result: FileResult) -> str | None:
+    """The policy decision, the plan, and the proposal beside it (no path)."""
+    outcome, plan = result.outcome, result.plan
+    if outcome is None or outcome.decision is None:
+        return None
+    chain = "".join(f" -> {r.recommend} ({r.id})" for r in outcome.redirects)
+    line = f"decision: {outcome.decision.recommend} ({outcome.decision.id}){chain}"
+    if plan is not None:
+        line += f"; plan: {plan_summary(plan)}"
+    facts = outcome.facts
+    if result.manifest and result.manifest.parallelism and facts.get("proposal.schedule"):
+        line += (
+            f"; proposal: {facts['proposal.schedule']} P={result.manifest.parallelism.pipeline} "
+            f"M={result.manifest.microbatches}, bubble {_pct(facts.get('proposal.bubble'))}"
+        )
+    return line
+
+
+def decision_line(result: FileResult) -> str | None:
+    """One line per manifest: the policy decision, the plan, and the proposal beside it."""
+    text = decision_text(result)
+    return None if text is None else f"{result.path}: {text}"
+
+
+def plan_summary(plan: Plan) -> str:
+    if plan.status == "infeasible":
+        return "no feasible pipeline plan (" + "; ".join(plan.notes) + ")"
+    if plan.status in ("refused", "no-pipeline"):
+        return f"no pipeline ({plan.status}), tensor {plan.tensor} x data {plan.data_parallel}"
+    chosen, baseline = plan.numbers(plan.schedule), plan.numbers("1f1b")
+    text = (
+        f"{plan.schedule} P={plan.pipeline} M={plan.microbatches} T={plan.tensor} "
+        f"EP={plan.expert}, bubble {_pct(chosen.bubble if chosen else None)}"
+    )
+    if (
+        plan.schedule != "1f1b"
+        and chosen is not None
+        and chosen.gpu_hours is not None
+        and baseline is not None
+        and baseline.gpu_hours is not None
+    ):
+        saved = baseline.gpu_hours - chosen.gpu_hours
+        text += f" (1F1B {_pct(baseline.bubble)}), {saved:,.0f} GPU-hours saved vs 1F1B"
+    return text
+
+
+def policy_line(policies: Policies) -> str:
+    return "policies: " + ", ".join(f"{s.name} {s.version} ({s.digest})" for s in policies.sets)
+
+
+def policy_sets(report: Report) -> list[dict[str, str]]:
+    sets = report.policies.sets if report.policies else ()
+    return [{"name": s.name, "version": s.version, "digest": s.digest} for s in sets]
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    return {
+        "code": finding.code,
+        "kind": finding.kind,
+        "severity": finding.severity.value,
+        "message": finding.message,
+        "line": finding.line,
+        "column": finding.col,
+        "waived": finding.waived,
+    }
+
+
+TOOL = {"name": "dpguard", "version": __version__}

@@ -1,0 +1,95 @@
+"""`sarif`: SARIF 2.1.0 for code-scanning upload (GitHub `upload-sarif`, GitLab, IDE viewers).
+
+One run; `tool.driver.rules` lists every rule that produced a result, sorted by id, with the
+policy's `docs` as help text (or the code's description for the Y/S/X loading, schema and
+cross-field codes); each result points at its rule by id and index and at the file by a relative
+URI and a 1-based line and column. Waived findings carry an accepted external suppression, so
+code scanning shows them as dismissed rather than open.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dpguard.findings import Finding, Severity
+from dpguard.reporters.model import (
+    INFORMATION_URI,
+    TOOL,
+    Report,
+    RuleInfo,
+    policy_sets,
+    relative_uri,
+    rule_info,
+)
+
+SCHEMA_URI = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
+LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def _rule(info: RuleInfo) -> dict[str, Any]:
+    properties: dict[str, Any] = {"kind": info.kind, "tags": ["dpguard", info.kind]}
+    if info.policy:
+        properties["policy"] = info.policy
+    return {
+        "id": info.id,
+        "shortDescription": {"text": info.title},
+        "fullDescription": {"text": info.title},
+        "help": {"text": info.help},
+        "defaultConfiguration": {"level": LEVELS[info.severity]},
+        "properties": properties,
+    }
+
+
+def _result(finding: Finding, index: int) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "ruleId": finding.code,
+        "ruleIndex": index,
+        "level": LEVELS[finding.severity],
+        "message": {"text": finding.message},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": relative_uri(finding.path)},
+                    "region": {"startLine": finding.line, "startColumn": finding.col},
+                }
+            }
+        ],
+        "properties": {"kind": finding.kind},
+    }
+    if finding.waived:
+        result["suppressions"] = [
+            {"kind": "external", "status": "accepted", "justification": "waived (dpguard)"}
+        ]
+    return result
+
+
+def sarif_dict(report: Report) -> dict[str, Any]:
+    codes = sorted({f.code for f in report.findings})
+    index = {code: i for i, code in enumerate(codes)}
+    return {
+        "$schema": SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": TOOL["name"],
+                        "version": TOOL["version"],
+                        "semanticVersion": TOOL["version"],
+                        "informationUri": INFORMATION_URI,
+                        "rules": [_rule(rule_info(report, code)) for code in codes],
+                    }
+                },
+                "columnKind": "unicodeCodePoints",
+                "results": [_result(f, index[f.code]) for f in report.findings],
+                "properties": {"policies": policy_sets(report)},
+            }
+        ],
+    }
+
+
+def render_sarif(report: Report, *, color: bool = False) -> str:
+    return json.dumps(sarif_dict(report), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,43 @@
+"""`text`: ``path:line:col: severity CODE message`` lines, the decision per manifest, a summary.
+
+Colour (ANSI SGR) only when the caller asks for it: `dpguard review` asks when stdout is a
+terminal and ``NO_COLOR`` is unset or empty (https://no-color.org), never for ``--output``.
+"""
+
+from __future__ import annotations
+
+from dpguard.findings import Finding, Severity
+from dpguard.reporters.model import Report, decision_line, policy_line, summary_line
+
+RESET = "\x1b[0m"
+STYLES = {
+    Severity.ERROR: "\x1b[1;31m",  # bold red
+    Severity.WARNING: "\x1b[33m",  # yellow
+    Severity.INFO: "\x1b[36m",  # cyan
+}
+BOLD = "\x1b[1m"
+DIM = "\x1b[2m"
+
+
+def _finding(finding: Finding, color: bool) -> str:
+    if not color:
+        return finding.format()
+    severity = f"{STYLES[finding.severity]}{finding.severity.value}{RESET}"
+    waived = f" {DIM}(waived){RESET}" if finding.waived else ""
+    return (
+        f"{finding.path}:{finding.line}:{finding.col}: {severity} {BOLD}{finding.code}{RESET} "
+        f"{finding.message}{waived}"
+    )
+
+
+def render_text(report: Report, *, color: bool = False) -> str:
+    lines = [_finding(f, color) for f in report.findings]
+    lines += [line for line in map(decision_line, report.results) if line]
+    if report.policies is not None:
+        lines.append(policy_line(report.policies))
+    summary = summary_line(report)
+    if color:
+        style = STYLES[Severity.ERROR] if report.summary()["failed"] else "\x1b[1;32m"
+        summary = f"{style}{summary}{RESET}"
+    lines.append(summary)
+    return "\n".join(lines) + "\n"
