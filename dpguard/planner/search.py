@@ -4,10 +4,11 @@ from the policies (decision table and refusals), never from here.
 The search, in words (docs/planner.md):
 1. Refused (RF003-style `none`) or a model that fits one GPU: no pipeline, data parallel (plus
    the smallest tensor parallel size that fits, for a refused plan).
-2. Otherwise, for each tensor size (the proposal's, else the policy's candidates in order), the
-   smallest P up to the cap at which the worst stage fits in memory with the policy headroom,
-   with gpus divisible by T x P x C, at least one layer per stage, and a micro-batch count the
-   schedule accepts. The schedule is the policy's; if no P admits it, the decision row's
+2. Otherwise, for each tensor size (the proposal's, else the policy's candidates), the smallest
+   P up to the cap at which the worst stage fits in memory with the policy headroom, with gpus
+   divisible by T x P x C, at least one layer per stage, and a micro-batch count the schedule
+   accepts; of those, the first (smallest T) with M/P in the target range, else the least
+   simulated bubble. The schedule is the policy's; if no P admits it, the decision row's
    acceptable schedules are tried in order, and the plan says why.
 3. M = global batch / (micro-batch size x DP). When the manifest leaves micro_batch_size unset,
    the planner picks it so that M/P falls in the policy's target range (else the closest).
@@ -119,6 +120,42 @@ def _pipelines(
             yield p
 
 
+def _smallest_pipeline(
+    manifest: Manifest,
+    schedule: str,
+    tensor: int,
+    context: int,
+    virtual: int,
+    settings: Mapping[str, Any],
+    why: list[str],
+) -> Candidate | None:
+    for pipe in _pipelines(manifest, tensor, context, settings):
+        ep = _expert_size(manifest, tensor, pipe, settings)
+        base = sizing.Strategy(schedule, tensor, pipe, ep, context, virtual, 1)
+        found = _fit(manifest, base, settings, why)
+        if found is not None:
+            return found
+    return None
+
+
+def _bubble(candidate: Candidate, settings: Mapping[str, Any]) -> float:
+    result = sizing.simulation(candidate.strategy, settings)
+    return float(result.bubble_fraction) if result is not None else 1.0
+
+
+def _preferred(fitting: list[Candidate], settings: Mapping[str, Any]) -> Candidate:
+    """Tensor parallelism only as much as needed: the first tensor size (policy order) whose
+    plan puts M/P in the target range; if none does, the least simulated bubble, then the
+    smaller T. (M/P = global batch x T x C / (micro-batch x GPUs) grows with T; the bubble
+    model has no tensor-parallel communication, so bubble alone would always pick the
+    largest T.)"""
+    target = settings["planner"]["microbatches_per_rank"]
+    for c in fitting:
+        if target["min"] <= c.strategy.microbatches / c.strategy.pipeline <= target["max"]:
+            return c
+    return min(fitting, key=lambda c: (_bubble(c, settings), c.strategy.tensor))
+
+
 def search(
     manifest: Manifest,
     schedules: tuple[str, ...],
@@ -150,13 +187,13 @@ def search(
         return SearchResult(None, (f"without a pipeline nothing fits: {why[-1]}",))
     for schedule in schedules:
         why = []
-        for t in tensors:
-            for pipe in _pipelines(manifest, t, context, settings):
-                ep = _expert_size(manifest, t, pipe, settings)
-                base = sizing.Strategy(schedule, t, pipe, ep, context, virtual, 1)
-                found = _fit(manifest, base, settings, why)
-                if found is not None:
-                    return SearchResult(found, tuple(notes))
+        fitting = [
+            found
+            for t in tensors
+            if (found := _smallest_pipeline(manifest, schedule, t, context, virtual, settings, why))
+        ]
+        if fitting:
+            return SearchResult(_preferred(fitting, settings), tuple(notes))
         # The last reason is the deepest pipeline tried: the most telling one.
         reason = why[-1] if why else "no pipeline depth divides the GPUs"
         notes.append(f"{schedule} was not possible at any P up to the cap: {reason}")
