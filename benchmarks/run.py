@@ -1,0 +1,197 @@
+"""dpguard's benchmark suite: one entry point, every figure measured in this invocation.
+
+    python benchmarks/run.py             # the full suite (a few minutes)
+    python benchmarks/run.py --quick     # a tiny corpus, for the tests and a smoke check
+
+Run it from the repository root with dpguard installed (`pip install '.[bench]'` also installs
+check-jsonschema, the baseline). Sections:
+
+1. single file, cold process: `dpguard review FILE` against `check-jsonschema --schemafile
+   schemas/manifest.schema.json FILE`, alternating, medians and the median per-pair ratio;
+2. batch: both tools over the whole corpus in one call each, alternating;
+3. the schedule simulator for every schedule over P and M (cost against P x M);
+4. the planner's full search for a 16,384-GPU dense and a 2,048-GPU MoE manifest;
+5. peak RSS of `dpguard review` for 1 file and for the corpus.
+
+Speed is reported as ratios against the baseline run in the same invocation; nothing here
+asserts absolute times. Results go to benchmarks/results.json (or --output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))  # the sibling benchmark modules, not the dpguard sources
+
+import bench_schedules  # noqa: E402
+from corpus import write_corpus  # noqa: E402
+
+
+def _tool(name: str) -> str | None:
+    """The tool installed next to this interpreter, else on PATH."""
+    local = Path(sys.executable).with_name(name)
+    return str(local) if local.exists() else shutil.which(name)
+
+
+def _run(argv: list[str]) -> tuple[float, int, int]:
+    """Wall seconds, exit code and peak RSS (KiB) of one child process."""
+    start = time.perf_counter()
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(child.pid, 0)
+    elapsed = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return elapsed, child.returncode, int(usage.ru_maxrss)
+
+
+def _alternate(a: list[str], b: list[str] | None, runs: int) -> dict[str, Any]:
+    """Run a and b alternately `runs` times each (b may be missing): medians and pair ratios."""
+    times_a: list[float] = []
+    times_b: list[float] = []
+    codes: set[int] = set()
+    _run(a)  # warm the file cache for both, so neither pays for the first disk read
+    if b:
+        _run(b)
+    for _ in range(runs):
+        seconds, code, _rss = _run(a)
+        times_a.append(seconds)
+        codes.add(code)
+        if b:
+            times_b.append(_run(b)[0])
+    out: dict[str, Any] = {"runs": runs, "dpguard_median_s": statistics.median(times_a)}
+    out["dpguard_exit_codes"] = sorted(codes)
+    if b:
+        out["baseline_median_s"] = statistics.median(times_b)
+        out["median_pair_ratio"] = statistics.median(x / y for x, y in zip(times_a, times_b))
+    return out
+
+
+def _planner(directory: Path) -> list[dict[str, Any]]:
+    """The full search (no parallelism proposed) for the two reference manifests."""
+    from dpguard.check import check_file
+    from dpguard.planner.plan import make_plan
+    from dpguard.policy.load import load_policies
+
+    policies = load_policies()
+    rows = []
+    for name in ("large-dense", "frontier-moe"):
+        text = (ROOT / "examples" / f"{name}.yaml").read_text(encoding="utf-8")
+        text = (
+            text[: text.index("parallelism:")] + text[text.index("communication:") :]
+            if ("communication:" in text)
+            else text[: text.index("parallelism:")]
+        )
+        path = directory / f"{name}-unplanned.yaml"
+        path.write_text(text, encoding="utf-8")
+        result = check_file(str(path), None, policies)
+        assert result.manifest is not None and result.outcome is not None, result.findings
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            plan = make_plan(result.manifest, result.outcome, policies)
+            best = min(best, time.perf_counter() - start)
+        rows.append(
+            {
+                "manifest": name,
+                "gpus": result.manifest.cluster.gpus,
+                "seconds": best,
+                "plan": f"{plan.schedule} P={plan.pipeline} M={plan.microbatches} T={plan.tensor}",
+            }
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny corpus and grid (for tests)")
+    parser.add_argument("--files", type=int, default=500, help="batch corpus size (default 500)")
+    parser.add_argument("--runs", type=int, default=10, help="cold runs per tool (default 10)")
+    parser.add_argument("--output", default=str(HERE / "results.json"))
+    args = parser.parse_args(argv)
+    files, runs = (3, 2) if args.quick else (args.files, args.runs)
+    dpguard, baseline = _tool("dpguard"), _tool("check-jsonschema")
+    if dpguard is None:
+        print("dpguard is not installed: pip install '.[bench]'", file=sys.stderr)
+        return 2
+    if baseline is None:
+        print("check-jsonschema not installed (pip install '.[bench]'): no baseline ratios")
+    schema = str(ROOT / "schemas" / "manifest.schema.json")
+
+    results: dict[str, Any] = {
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
+        "quick": args.quick,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = write_corpus(Path(tmp) / "corpus", files)
+        one = str(corpus[0])
+        base_one = [baseline, "--schemafile", schema, one] if baseline else None
+        results["single_file"] = _alternate([dpguard, "review", one], base_one, runs)
+        every = [str(p) for p in corpus]
+        base_all = [baseline, "--schemafile", schema, *every] if baseline else None
+        batch_runs = 2 if args.quick else 5
+        results["batch"] = {
+            "files": files,
+            **_alternate([dpguard, "review", *every], base_all, batch_runs),
+        }
+        results["peak_rss_kib"] = {
+            "one_file": _run([dpguard, "review", one])[2],
+            f"{files}_files": _run([dpguard, "review", *every])[2],
+        }
+        results["planner"] = _planner(Path(tmp))
+    ranks, factors = (
+        ((4, 8), (2, 8)) if args.quick else (bench_schedules.RANKS, bench_schedules.FACTORS)
+    )
+    results["simulator"] = bench_schedules.measure(ranks, factors)
+    if not args.quick:
+        results["simulator_targets"] = bench_schedules.targets()
+
+    Path(args.output).write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    _print(results)
+    return 0
+
+
+def _print(r: dict[str, Any]) -> None:
+    def ratio(section: dict[str, Any]) -> str:
+        if "median_pair_ratio" not in section:
+            return "no baseline"
+        return (
+            f"check-jsonschema {section['baseline_median_s'] * 1e3:.0f} ms, "
+            f"ratio {section['median_pair_ratio']:.2f}"
+        )
+
+    s, b = r["single_file"], r["batch"]
+    print(f"single file (cold): dpguard {s['dpguard_median_s'] * 1e3:.0f} ms; {ratio(s)}")
+    print(f"batch {b['files']} files: dpguard {b['dpguard_median_s'] * 1e3:.0f} ms; {ratio(b)}")
+    print("peak RSS: " + ", ".join(f"{k} {v / 1024:.1f} MiB" for k, v in r["peak_rss_kib"].items()))
+    for row in r["planner"]:
+        print(
+            f"planner {row['manifest']} ({row['gpus']} GPUs): {row['seconds'] * 1e3:.1f} ms -> {row['plan']}"
+        )
+    worst = max(r["simulator"], key=lambda row: row["per_pm_ratio"])
+    print(
+        f"simulator: {len(r['simulator'])} cases; largest time/(PxM) vs the smallest case of the "
+        f"same schedule: {worst['per_pm_ratio']:.2f} ({worst['schedule']} P={worst['ranks']} "
+        f"M={worst['microbatches']})"
+    )
+    for name, seconds in r.get("simulator_targets", {}).items():
+        print(f"{name}: {seconds:.3f}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
