@@ -74,7 +74,9 @@ def _alternate(a: list[str], b: list[str] | None, runs: int) -> dict[str, Any]:
     out["dpguard_exit_codes"] = sorted(codes)
     if b:
         out["baseline_median_s"] = statistics.median(times_b)
-        out["median_pair_ratio"] = statistics.median(x / y for x, y in zip(times_a, times_b))
+        out["median_pair_ratio"] = statistics.median(
+            x / y for x, y in zip(times_a, times_b, strict=True)
+        )
     return out
 
 
@@ -181,7 +183,8 @@ def _print(r: dict[str, Any]) -> None:
     print("peak RSS: " + ", ".join(f"{k} {v / 1024:.1f} MiB" for k, v in r["peak_rss_kib"].items()))
     for row in r["planner"]:
         print(
-            f"planner {row['manifest']} ({row['gpus']} GPUs): {row['seconds'] * 1e3:.1f} ms -> {row['plan']}"
+            f"planner {row['manifest']} ({row['gpus']} GPUs): "
+            f"{row['seconds'] * 1e3:.1f} ms -> {row['plan']}"
         )
     worst = max(r["simulator"], key=lambda row: row["per_pm_ratio"])
     print(
