@@ -801,3 +801,62 @@ def test_the_narrow_row_still_decides_what_it_covers(
     result = json.loads(capsys.readouterr().out)["files"][0]
     assert result["decision"]["rule"] == "TD001"
     assert "P001" not in [f["code"] for f in result["findings"]]
+
+
+MOE_DUALPIPE_200G = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata: {name: moe-200g}
+cluster:
+  gpus: 64
+  gpus_per_node: 8
+  accelerator: H800
+  interconnect: {inter_node_gbps_per_gpu: 200, intra_node: nvlink}
+model:
+  architecture: moe
+  total_params: 99B
+  active_params: 15B
+  layers: 48
+  hidden_size: 4096
+  attention_heads: 32
+  seq_len: 4096
+  vocab_size: 32000
+  experts: 64
+  experts_per_token: 8
+training: {tokens: 1T, global_batch_size: 128, micro_batch_size: 1}
+parallelism: {tensor: 1, pipeline: 8, expert: 8, schedule: dualpipe, untie_embeddings: true}
+communication: {all_to_all_kernel: deepep}
+"""
+ADV003 = re.compile(
+    r"warning ADV003 proposed schedule (\S+) differs from the policy's choice (\S+) \((DT\d+)\): "
+    r"bubble ([\d.]+)% vs ([\d.]+)% at P=(\d+), M=(\d+), that is [\d,]+ GPU-hours (more|fewer) "
+    r"over the token budget$"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # DualPipe refused (RF001 at 200 Gbps) in favour of DualPipeV; DualPipe's own bubble is
+        # smaller at the same P and M, so the proposal costs fewer GPU-hours.
+        (MOE_DUALPIPE_200G, ("dualpipe", "dualpipev", "DT001", "8", "16", "fewer")),
+        (
+            WARN_ONLY.replace("schedule: 1f1b", "schedule: gpipe"),
+            ("gpipe", "1f1b", "DT004", "10", "120", "more"),
+        ),
+    ],
+    ids=["dualpipe-fewer", "gpipe-more"],
+)
+def test_adv003_states_the_cost_with_its_sign_in_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expected: tuple[str, ...]
+) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(text, encoding="utf-8")
+    main(["review", str(manifest)])
+    lines = [line for line in capsys.readouterr().out.splitlines() if " ADV003 " in line]
+    assert len(lines) == 1
+    match = ADV003.search(lines[0])
+    assert match is not None, lines[0]
+    proposed, plan, row, bubble_p, bubble_q, p, m, word = match.groups()
+    assert (proposed, plan, row, p, m, word) == expected
+    assert (float(bubble_p) < float(bubble_q)) is (word == "fewer")
