@@ -252,3 +252,33 @@ def test_facts_lists_every_fact(capsys: pytest.CaptureFixture[str]) -> None:
         "unset facts: every test is false except `exists: false`; wrap a test in `not` to "
         "count an unset fact as a match"
     )
+
+
+# ---- test: which policies judge the cases -------------------------------------------------------
+
+TEAM_REJECT = TEAM_HEAD + (
+    "rules:\n  - id: TEAM001\n    kind: reject\n    title: no fp8\n"
+    "    when: {fact: training.precision, equals: fp8}\n    message: no fp8\n    docs: d\n"
+)
+
+
+def test_test_command_uses_the_repository_policies_for_given_paths(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    (repo / "team.yaml").write_text(TEAM_REJECT, encoding="utf-8")
+    (repo / ".dpguard.yaml").write_text(
+        "policies: [team.yaml]\ndisable: [ADV001]\n", encoding="utf-8"
+    )
+    (repo / "cases.yaml").write_text(
+        "apiVersion: dpguard/v1\nkind: PolicyTest\ncases:\n"
+        f"  - name: fp8 is rejected\n    manifest: {examples / 'small-dense.yaml'}\n"
+        "    patch: {training: {precision: fp8}}\n    expect: {fired: [TEAM001]}\n",
+        encoding="utf-8",
+    )
+    assert main(["test", "cases.yaml"]) == 0
+    assert capsys.readouterr().out == "1 passed, 0 failed\n"
+    # The shipped cases are judged by the shipped sets: the repository's disable of ADV001
+    # (whose cases expect it to fire) does not break them.
+    assert main(["test"]) == 0
+    assert capsys.readouterr().out.endswith(" passed, 0 failed\n")

@@ -10,7 +10,12 @@ HELP = "run policy test cases (kind: PolicyTest); default: the shipped cases"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "paths", nargs="*", metavar="PATH", help="test files or directories of *.yaml files"
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="test files or directories of *.yaml files, judged by the repository's policies "
+        "(.dpguard.yaml) plus --policy; default: the shipped cases, judged by the shipped sets "
+        "plus --policy",
     )
     parser.add_argument(
         "--policy",
@@ -27,11 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dpguard import config
     from dpguard.exitcodes import ExitCode
     from dpguard.policy.load import expand, load_policies
     from dpguard.policy.testing import run_files, shipped_tests
 
-    policies = load_policies(args.policy)
+    # A team's cases test the team's stack, as `review` would judge; the shipped cases test the
+    # shipped sets, so a repository's overrides and disables cannot break them.
+    cfg = config.discover() if args.paths else config.NO_CONFIG
+    policies = load_policies([*cfg.policies, *args.policy], cfg.disable, cfg.disable_at)
     paths = expand(args.paths) if args.paths else shipped_tests()
     result = run_files(paths, policies)
     for case in result.cases:
