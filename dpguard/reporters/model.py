@@ -88,9 +88,10 @@ def rule_info(report: Report, code: str) -> RuleInfo:
     family = CODE_FAMILIES.get(code[:1], "dpguard")
     if code in CODES:
         title = CODES[code]
-        return RuleInfo(code, title, f"{title} ({family}, code {code})", Severity.ERROR, "manifest")
+        help_ = f"{code}: {title}. A {family} code; docs/manifest.md explains every Y/S/X code."
+        return RuleInfo(code, title, help_, Severity.ERROR, "manifest")
     title = ENGINE_CODES.get(code, f"dpguard finding {code}")
-    return RuleInfo(code, title, f"{title} ({family}, code {code})", Severity.ERROR, "engine")
+    return RuleInfo(code, title, f"{code}: {title} ({family}).", Severity.ERROR, "engine")
 
 
 def relative_uri(path: str) -> str:

@@ -36,7 +36,6 @@ def _rule(info: RuleInfo) -> dict[str, Any]:
     return {
         "id": info.id,
         "shortDescription": {"text": info.title},
-        "fullDescription": {"text": info.title},
         "help": {"text": info.help},
         "defaultConfiguration": {"level": LEVELS[info.severity]},
         "properties": properties,
