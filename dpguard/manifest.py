@@ -8,7 +8,7 @@ micro-batch count M) are computed here once; everything downstream reads them fr
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -130,9 +130,13 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         """The normalised values as plain data (for JSON reports and policy facts)."""
-        data = asdict(self)
-        del data["source"], data["path"]
-        return data
+        # Field by field: asdict(self) would first deep-copy the source's position maps.
+        return {
+            f.name: asdict(value) if is_dataclass(value) else value
+            for f in fields(self)
+            if f.name not in ("source", "path")
+            for value in (getattr(self, f.name),)
+        }
 
 
 def _split(dotted: str) -> Path:

@@ -72,10 +72,15 @@ def training_setup(manifest: Manifest, zero_stage: int | None = None) -> memory.
 
 def op_times(settings: Mapping[str, Any]) -> Any:
     """Per-chunk op times in units of one forward chunk, from the policy's ratios."""
+    r = settings["op_time_ratios"]
+    return _op_times(r["backward"], r["weight"], r["overlapped"])
+
+
+@lru_cache(maxsize=16)
+def _op_times(backward: float, weight: float, overlapped: float) -> Any:
     from dpguard.schedules import OpTimes
 
-    r = settings["op_time_ratios"]
-    return OpTimes(1, r["backward"], r["weight"], r["overlapped"])
+    return OpTimes(1, backward, weight, overlapped)
 
 
 @lru_cache(maxsize=256)

@@ -7,7 +7,7 @@ a policy error at load time rather than a crash (or an empty string) during a re
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from dpguard.policy.conditions import hint
@@ -115,6 +115,12 @@ def check_message(source: str, late: frozenset[str] = frozenset()) -> list[str]:
     return [p for p in (_unknown(c, late) for c in _references(ast)) if p is not None]
 
 
+@lru_cache(maxsize=1024)
+def _compiled(source: str) -> Any:
+    """Compile each rule's message once per process, not once per finding."""
+    return environment().from_string(source)
+
+
 def render_message(source: str, facts: Mapping[str, Any], rule: Mapping[str, Any]) -> str:
-    template = environment().from_string(source)
+    template = _compiled(source)
     return " ".join(template.render({**nest(facts), "rule": rule}).split())
