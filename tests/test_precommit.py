@@ -245,3 +245,60 @@ def test_hook_under_pre_commit(snapshot: Path, home: Path, config_repo: Path) ->
         assert line in lines
     assert "2 manifests checked: 1 passed, 1 failed (7 errors, 0 warnings)" in lines
     assert not any(line.startswith("k8s.yaml") for line in lines)
+
+
+# ---- the project's own .pre-commit-config.yaml -------------------------------------------------
+
+
+def test_project_config_is_valid(tmp_path: Path) -> None:
+    done = pre_commit(
+        "validate-config", str(REPO / ".pre-commit-config.yaml"), cwd=REPO, home=tmp_path
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_project_config_hooks(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+
+    config = yaml.safe_load((REPO / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    (local,) = config["repos"]
+    assert local["repo"] == "local"  # GitHub-hosted hook repositories are not fetched
+    hooks = {h["id"]: h for h in local["hooks"]}
+    assert list(hooks) == [
+        "ruff-check",
+        "ruff-format",
+        "dpguard-review-examples",
+        "dpguard-test-policies",
+    ]
+    for name in ("ruff-check", "ruff-format"):
+        assert hooks[name]["language"] == "python"
+        assert [re.sub(r"==.*", "", d) for d in hooks[name]["additional_dependencies"]] == ["ruff"]
+    assert hooks["ruff-check"]["entry"].startswith("ruff check")
+    assert hooks["ruff-format"]["entry"].startswith("ruff format")
+
+    # The dpguard hooks pass on this tree: run their entries over the files they select.
+    review = hooks["dpguard-review-examples"]
+    examples = sorted(p.relative_to(REPO).as_posix() for p in EXAMPLES.glob("*"))
+    selected = [
+        e for e in examples if re.search(review["files"], e) and not re.search(review["exclude"], e)
+    ]
+    assert selected == [
+        "examples/frontier-moe.yaml",
+        "examples/large-dense.yaml",
+        "examples/no-pipeline.yaml",
+        "examples/small-dense.yaml",
+    ]
+    monkeypatch.chdir(REPO)
+    entry = review["entry"].split()
+    assert entry[0] == "dpguard"
+    assert main([*entry[1:], *selected]) == 0
+    assert main([*entry[1:], "examples/mistakes.yaml"]) == 1  # why it is excluded
+    policy = hooks["dpguard-test-policies"]
+    assert policy["pass_filenames"] is False
+    assert re.search(policy["files"], "policies/core.yaml")
+    entry = policy["entry"].split()
+    assert entry[:2] == ["dpguard", "test"]
+    assert main(entry[1:]) == 0
+    capsys.readouterr()
