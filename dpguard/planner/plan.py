@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any
 
 from dpguard import compute, sizing
@@ -129,11 +130,15 @@ def _op_seconds(manifest: Manifest, c: Candidate, settings: Mapping[str, Any]) -
         manifest.cluster.peak_tflops_bf16,
         sizing.efficiency(manifest, settings),
     )
+    # F to 9 significant digits and the others as exact decimal multiples of it: the JSON's
+    # seconds then keep the policy's ratios exactly, so they can be fed back to `dpguard bubble`
+    # (float 3 x F can exceed F + 2 x F by one ulp, which the calculator rejects as F&B > F + B).
+    f = Decimal(f"{forward:.9g}")
     return {
-        "forward": forward,
-        "backward": forward * ratios["backward"],
-        "weight": forward * ratios["weight"],
-        "overlapped": forward * ratios["overlapped"],
+        "forward": float(f),
+        "backward": float(f * Decimal(repr(float(ratios["backward"])))),
+        "weight": float(f * Decimal(repr(float(ratios["weight"])))),
+        "overlapped": float(f * Decimal(repr(float(ratios["overlapped"])))),
     }
 
 

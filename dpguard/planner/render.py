@@ -69,7 +69,17 @@ def _proposal(plan: Plan) -> dict[str, Any] | None:
         return None
     bubble, hours = facts.get("proposal.bubble"), facts.get("proposal.gpu_hours")
     memory = facts.get("proposal.stage_memory_gb")
+    judged = facts.get("proposal.schedule")
+    micro = plan.manifest.microbatches
+    cannot_run = ""
+    if bubble is None and judged not in (None, "none") and micro is not None:
+        from dpguard.schedules import check
+
+        virtual = p.virtual_stages if judged == "interleaved-1f1b" else 1
+        cannot_run = "; ".join(check(judged, p.pipeline, micro, virtual))
     return {
+        "judged_as": judged or "",
+        "cannot_run": cannot_run,
         "schedule": p.schedule or "schedule left to dpguard",
         "pipeline": p.pipeline,
         "microbatches": plan.manifest.microbatches,
@@ -186,6 +196,14 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "fallback_utilization": _pct(1 - fallback.bubble, 1)
         if fallback and fallback.bubble is not None
         else "n/a",
+        # The simpler schedule is expected below the trigger itself: switching is not a remedy
+        # for a shortfall that is not the complex schedule's own.
+        "fallback_below_threshold": bool(
+            fallback
+            and fallback.bubble is not None
+            and plan.rollback_threshold is not None
+            and 100 * (1 - fallback.bubble) < plan.rollback_threshold
+        ),
     }
 
 

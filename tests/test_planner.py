@@ -1,0 +1,650 @@
+"""The planner (dpguard/planner): issue 5's acceptance cases, the M/P choice, the GPU-hours and
+op-time arithmetic, bubbles that `dpguard bubble` reproduces, the memory model the planner uses,
+determinism, and the golden plans of every example manifest.
+
+Arithmetic is worked by hand in the docstrings; numbers come from the shipped policies
+(policies/planner.yaml) and the accelerator catalog (dpguard/data/accelerators.yaml).
+Regenerate the golden plans with ``DPGUARD_UPDATE_GOLDEN=1 pytest tests/test_planner.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from dpguard.check import check_file
+from dpguard.cli import main
+from dpguard.memory import GIB
+from dpguard.planner.plan import Plan
+from dpguard.planner.render import plan_dict, render_markdown
+from dpguard.policy.load import load_policies
+from dpguard.policy.model import Policies
+from dpguard.schedules import OpTimes, simulate
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+GOLDEN = Path(__file__).parent / "golden" / "plans"
+UPDATE = os.environ.get("DPGUARD_UPDATE_GOLDEN") == "1"
+VALID_EXAMPLES = ("frontier-moe", "large-dense", "no-pipeline", "small-dense")
+
+# A small MoE whose memory is worked by hand below (test_memory_model_hand_worked): 16 layers,
+# hidden 2048, vocab 32768 (one vocab x hidden matrix = 2**26 = 67,108,864 parameters, untied:
+# two), 16 routed experts of 500M parameters each, top-2: total - active = 14 x 500M = 7B and
+# the routed experts hold 16 x 500M = 8B. The rest, 1.6B, is attention, norms and router.
+HAND_MOE = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata: {name: hand-moe}
+cluster:
+  gpus: 64
+  accelerator: A100-40GB
+  interconnect: {inter_node_gbps_per_gpu: 400}
+model:
+  architecture: moe
+  total_params: 9734217728
+  active_params: 2734217728
+  layers: 16
+  hidden_size: 2048
+  attention_heads: 16
+  seq_len: 4096
+  vocab_size: 32768
+  experts: 16
+  experts_per_token: 2
+training:
+  tokens: 100B
+  global_batch_size: 1024
+  micro_batch_size: 1
+  activation_recompute: full
+parallelism:
+  tensor: 1
+  expert: 8
+  untie_embeddings: true
+communication:
+  all_to_all_kernel: deepep
+"""
+
+# 405B dense on 8 A100-40GB: no P up to the cap and no tensor size fits.
+IMPOSSIBLE = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata: {name: impossible}
+cluster:
+  gpus: 8
+  accelerator: A100-40GB
+  interconnect: {inter_node_gbps_per_gpu: 200}
+model:
+  architecture: dense
+  total_params: 405B
+  layers: 126
+  hidden_size: 16384
+  attention_heads: 128
+  seq_len: 8192
+  vocab_size: 128256
+training:
+  tokens: 2T
+  global_batch_size: 64
+"""
+
+
+@pytest.fixture(scope="module")
+def policies() -> Policies:
+    return load_policies()
+
+
+def example(name: str) -> dict[str, Any]:
+    return YAML(typ="safe").load((EXAMPLES / f"{name}.yaml").read_text(encoding="utf-8"))
+
+
+def merged(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `patch` deep-merged in; a None value deletes the key."""
+    out = copy.deepcopy(base)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def write(tmp_path: Path, doc: dict[str, Any] | str, name: str = "manifest.yaml") -> Path:
+    path = tmp_path / name
+    if isinstance(doc, str):
+        path.write_text(doc, encoding="utf-8")
+    else:
+        with path.open("w", encoding="utf-8") as handle:
+            YAML(typ="safe").dump(doc, handle)
+    return path
+
+
+def plan_of(path: Path, policies: Policies) -> Plan:
+    result = check_file(str(path), None, policies)
+    assert result.plan is not None, [f.format() for f in result.findings]
+    return result.plan
+
+
+def frontier(tmp_path: Path, policies: Policies, **patch: Any) -> Plan:
+    """examples/frontier-moe.yaml with `patch` deep-merged in."""
+    return plan_of(write(tmp_path, merged(example("frontier-moe"), patch)), policies)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["plan", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# ---- Issue 5's acceptance cases ---------------------------------------------------------------
+
+
+def test_frontier_moe_at_400_gbps_recommends_dualpipe(policies):
+    """DeepSeek-V3's shape on 2,048 H800 with 400 Gbps per GPU (examples/frontier-moe.yaml):
+    DT001 picks DualPipe and no refusal fires. The manifest fixes T = 1, EP = 64 and micro-batch
+    size 1. P = 8 is the smallest even depth at which the worst stage fits 72 GiB (80 GiB less
+    10%): 61.47 GiB including the second parameter copy. DP = 2048 / 8 = 256 and
+    M = 15360 / (1 x 256) = 60: even and >= 2P = 16, M/P = 7.5. DeepSeek itself ran PP16 (with
+    FP8 and targeted recompute the generic memory model does not see); P = 8 and M = 60 are
+    within what a practitioner would run."""
+    plan = plan_of(EXAMPLES / "frontier-moe.yaml", policies)
+    assert (plan.status, plan.schedule) == ("planned", "dualpipe")
+    assert (plan.tensor, plan.pipeline, plan.expert, plan.data_parallel) == (1, 8, 64, 256)
+    assert (plan.microbatches, plan.micro_batch_size) == (60, 1)
+    assert plan.microbatches % 2 == 0 and plan.microbatches >= 2 * plan.pipeline
+    assert plan.outcome.decision is not None and plan.outcome.decision.id == "DT001"
+    assert plan.outcome.redirects == ()
+    assert plan.plan_findings == ()
+    assert plan.kernel.kernel == "deepep"
+    assert plan.memory.total / GIB == pytest.approx(61.47, abs=0.01)
+    assert plan.memory.total <= 72 * GIB
+    text = render_markdown(plan, policies)
+    assert "**Recommendation: DualPipe** with P = 8 pipeline ranks and M = 60\n" in text
+
+
+@pytest.mark.parametrize("gbps", [200, 150])
+def test_frontier_moe_at_200_gbps_or_less_is_redirected_to_dualpipev_by_rf001(
+    tmp_path, policies, gbps
+):
+    """RF001 refuses DualPipe at <= 200 Gbps per GPU and recommends DualPipeV. DualPipeV keeps
+    one parameter copy, so a shallower pipeline fits: P = 4 (8 stages of 1/8 of the model),
+    DP = 512, M = 15360 / 512 = 30 >= 2P."""
+    plan = frontier(tmp_path, policies, cluster={"interconnect": {"inter_node_gbps_per_gpu": gbps}})
+    assert (plan.status, plan.schedule, plan.pipeline, plan.microbatches) == (
+        "planned",
+        "dualpipev",
+        4,
+        30,
+    )
+    assert [r.id for r in plan.outcome.redirects] == ["RF001"]
+    # The redirect is said once, as the redirect, not again as a finding on the plan itself.
+    assert plan.plan_findings == ()
+    text = render_markdown(plan, policies)
+    assert "**Recommendation: DualPipeV** with P = 4 pipeline ranks and M = 30\n" in text
+    assert (
+        "- Redirected by `RF001`: Inter-node bandwidth at most 200 Gbps per GPU -> refuse "
+        "DualPipe, recommend DualPipeV\n"
+    ) in text
+    assert "This plan:" not in text
+    assert "DualPipe replication" not in text
+
+
+def test_rf001_threshold_is_inclusive_at_200_only(tmp_path, policies):
+    plan = frontier(tmp_path, policies, cluster={"interconnect": {"inter_node_gbps_per_gpu": 201}})
+    assert plan.schedule == "dualpipe"
+
+
+@pytest.mark.parametrize("gbps", [400, 200])
+def test_nccl_all_to_all_is_redirected_to_zb1p_by_rf002(tmp_path, policies, gbps):
+    """RF002 (precedence 50) wins over RF001 (10): without a custom kernel neither
+    bidirectional schedule pays, so the plan is Zero Bubble even at 200 Gbps."""
+    plan = frontier(
+        tmp_path,
+        policies,
+        cluster={"interconnect": {"inter_node_gbps_per_gpu": gbps}},
+        communication={"all_to_all_kernel": "nccl"},
+    )
+    assert (plan.status, plan.schedule, plan.pipeline, plan.microbatches) == (
+        "planned",
+        "zb1p",
+        4,
+        30,
+    )
+    assert [r.id for r in plan.outcome.redirects] == ["RF002"]
+    text = render_markdown(plan, policies)
+    assert "**Recommendation: Zero Bubble (ZB-H1)** with P = 4" in text
+    assert (
+        "- Redirected by `RF002`: No custom all-to-all kernel -> refuse DualPipe, recommend "
+        "Zero Bubble\n"
+    ) in text
+
+
+def test_under_1b_tokens_is_refused_with_data_plus_tensor_parallel(tmp_path, policies, capsys):
+    """RF003 (900M < 1B tokens) refuses any pipeline. The alternative is data + tensor (+ the
+    manifest's expert) parallelism: T = 1 cannot take the global batch (15360 is not divisible
+    by DP = 2048), T = 2 does not fit, T = 4 does: DP = 2048 / 4 = 512,
+    M = 15360 / 512 = 30 gradient-accumulation steps. No bubble or GPU-hour numbers."""
+    path = write(tmp_path, merged(example("frontier-moe"), {"training": {"tokens": "900M"}}))
+    plan = plan_of(path, policies)
+    assert (plan.status, plan.schedule, plan.pipeline) == ("refused", "none", 1)
+    assert (plan.tensor, plan.expert, plan.data_parallel, plan.microbatches) == (4, 64, 512, 30)
+    assert [r.id for r in plan.outcome.redirects] == ["RF003"]
+    assert plan.candidates == () and plan.op_times == {}
+    assert plan.rollback_threshold is None and plan.rollback_to is None
+    code, out, err = run(capsys, str(path))
+    assert (code, err) == (0, "")
+    assert (
+        "**Pipeline planning refused** by RF003: 900,000,000 training tokens is under 1B: "
+        "pipeline planning is refused; use data parallelism plus tensor parallelism\n"
+    ) in out
+    assert "**Recommended instead:** data parallelism plus tensor parallelism:\n" in out
+    assert "tensor = 4, expert = 64, data parallel = 512 on 2,048 H800\n" in out
+    assert "No bubble or GPU-hour comparison applies: there is no pipeline.\n" in out
+    assert "%" not in out.split("## Assumptions")[0].replace("72.0 GiB usable", "")
+    assert "Your proposal" not in out  # its bubble would be a number that does not apply
+    data = json.loads(run(capsys, str(path), "--format", "json")[1])
+    assert data["candidates"] == [] and data["op_times_seconds"] == {}
+    assert data["rollback"]["threshold_percent"] is None
+
+
+def test_refused_dense_run_without_a_proposal_uses_the_smallest_tensor_size(tmp_path, policies):
+    """small-dense (13B, 64 A100-80GB) at 500M tokens: 13B x 18 B/param with ZeRO-1 over 64
+    does not fit one GPU (6 x 13e9 B = 72.6 GiB of weights and grads alone), T = 2 does."""
+    plan = plan_of(
+        write(tmp_path, merged(example("small-dense"), {"training": {"tokens": "500M"}})),
+        policies,
+    )
+    assert (plan.status, plan.tensor, plan.pipeline, plan.data_parallel) == ("refused", 2, 1, 32)
+
+
+def test_a_model_that_fits_one_gpu_gets_no_pipeline(policies, capsys):
+    """examples/no-pipeline.yaml: 1.3B x (2 + 4) B of weights and grads plus 12 B/16 of ZeRO-1
+    optimizer plus one micro-batch of 8 sequences fits one 80 GB H100: data parallel over all
+    16 GPUs, M = 512 / (8 x 16) = 4 gradient-accumulation steps."""
+    plan = plan_of(EXAMPLES / "no-pipeline.yaml", policies)
+    assert (plan.status, plan.schedule, plan.pipeline, plan.tensor) == ("no-pipeline", "none", 1, 1)
+    assert (plan.data_parallel, plan.microbatches, plan.micro_batch_size) == (16, 4, 8)
+    assert plan.candidates == () and plan.op_times == {}
+    assert plan.notes == (
+        "the whole training state fits one GPU: data parallelism only, no pipeline",
+    )
+    code, out, _ = run(capsys, str(EXAMPLES / "no-pipeline.yaml"))
+    assert code == 0
+    assert "**Recommendation: no pipeline parallelism.**" in out
+    assert "op times" not in out
+
+
+def test_large_dense_falls_back_from_dualpipev_to_zb1p_because_m_over_p_is_1(policies):
+    """large-dense fixes T = 8 and micro-batch size 1: DP = 16384 / (8 P) = 2048 / P, so
+    M = 2048 / (1 x DP) = P at every P. DualPipeV needs M >= 2P, which no P gives, so the
+    planner takes DT002's acceptable zb1p and says why (quoting the deepest P tried, 64)."""
+    plan = plan_of(EXAMPLES / "large-dense.yaml", policies)
+    assert plan.outcome.schedule == "dualpipev"
+    assert (plan.status, plan.schedule, plan.tensor, plan.pipeline) == ("planned", "zb1p", 8, 8)
+    assert plan.microbatches == plan.pipeline == 8
+    assert plan.notes == (
+        "dualpipev was not possible at any P up to the cap: dualpipev needs micro-batches >= "
+        "2 x ranks = 128 (got 64) [deepseek-ai/DualPipe dualpipev.py: num_chunks >= "
+        "num_ranks * 2]",
+    )
+    dualpipev = plan.numbers("dualpipev")
+    assert dualpipev is not None and dualpipev.bubble is None
+    assert dualpipev.violations == (
+        "dualpipev needs micro-batches >= 2 x ranks = 16 (got 8) [deepseek-ai/DualPipe "
+        "dualpipev.py: num_chunks >= num_ranks * 2]",
+    )
+
+
+def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, capsys):
+    path = write(tmp_path, IMPOSSIBLE)
+    plan = plan_of(path, policies)
+    assert (plan.status, plan.schedule, plan.memory) == ("infeasible", None, None)
+    assert plan.notes == (
+        "1f1b was not possible at any P up to the cap: P = 2, T = 4: 986.9 GiB per GPU does "
+        "not fit",
+        "zb1p was not possible at any P up to the cap: P = 2, T = 4: 986.9 GiB per GPU does "
+        "not fit",
+        "interleaved-1f1b was not possible at any P up to the cap: P = 2, T = 4: 1053.9 GiB "
+        "per GPU does not fit",
+    )
+    code, out, err = run(capsys, str(path))
+    assert (code, err) == (1, "")
+    assert "**No feasible pipeline plan.**\n" in out
+    code, out, err = run(capsys, str(path), "--format", "json")
+    assert (code, err) == (1, "")
+    assert json.loads(out)["status"] == "infeasible"
+
+
+def test_an_invalid_manifest_has_nothing_to_plan(capsys):
+    code, out, err = run(capsys, str(EXAMPLES / "mistakes.yaml"))
+    assert (code, out) == (1, "")
+    assert err.endswith(f"{EXAMPLES / 'mistakes.yaml'}: the manifest is invalid; nothing to plan\n")
+
+
+def test_an_unwritten_expert_size_in_a_parallelism_section_is_kept_at_1(tmp_path, policies):
+    """A parallelism section without `expert` means expert = 1, which the policies judged (DT001
+    does not fire, DT002 picks DualPipeV): the planner keeps EP = 1 instead of choosing 64 and
+    contradicting the decision (T = 8 so that the 671B model fits without EP: P = 8)."""
+    doc = merged(example("frontier-moe"), {"parallelism": {"expert": None, "tensor": 8}})
+    plan = plan_of(write(tmp_path, doc), policies)
+    assert plan.outcome.decision is not None and plan.outcome.decision.id == "DT002"
+    assert (plan.schedule, plan.expert, plan.kernel.kernel) == ("dualpipev", 1, "none")
+    assert (plan.tensor, plan.pipeline) == (8, 8)
+
+
+def test_ep_times_tp_not_dividing_the_ranks_is_planned_not_an_internal_error(
+    tmp_path, policies, capsys
+):
+    """T = 8, EP = 64, P = 16 on 2,048 GPUs: DP = 16 and T x DP = 128 is divisible by EP (the
+    validator's X009) but not by EP x T = 512, Megatron's default expert-tensor layout; the
+    memory model then uses ETP = 1 instead of raising."""
+    path = write(tmp_path, merged(example("frontier-moe"), {"parallelism": {"tensor": 8}}))
+    code, out, err = run(capsys, str(path), "--format", "json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["schedule"] == "dualpipe"
+
+
+# ---- M/P choices ------------------------------------------------------------------------------
+
+
+def small_dense(tmp_path: Path, policies: Policies, **training: Any) -> Plan:
+    """examples/small-dense.yaml with full recompute (small activations: every micro-batch size
+    fits) and the given training keys."""
+    doc = merged(example("small-dense"), {"training": {"activation_recompute": "full", **training}})
+    return plan_of(write(tmp_path, doc), policies)
+
+
+def test_unset_micro_batch_size_is_chosen_for_m_over_p_in_the_target_range(tmp_path, policies):
+    """13B on 64 GPUs: T = 1, P = 2, DP = 32; 1024 / 32 = 32 sequences per DP rank per step.
+    Micro-batch 1 gives M/P = 32/2 = 16, micro-batch 2 gives 16/2 = 8: both inside 8..16, and
+    the larger micro-batch (better GEMMs, fewer steps) wins: M = 16."""
+    plan = small_dense(tmp_path, policies, micro_batch_size=None)
+    assert (plan.tensor, plan.pipeline, plan.data_parallel) == (1, 2, 32)
+    assert (plan.micro_batch_size, plan.microbatches) == (2, 16)
+    text = render_markdown(plan, policies)
+    assert "| Micro-batches | M/P = 8.00; micro-batch size chosen for M/P in 8..16;" in text
+
+
+def test_unset_micro_batch_size_takes_the_closest_m_over_p_when_the_range_is_impossible(
+    tmp_path, policies
+):
+    """frontier-moe without micro_batch_size: at P = 8 each DP rank has 15360 / 256 = 60
+    sequences, so M/P <= 60/8 = 7.5 at micro-batch 1: below 8 whatever the size; 7.5 is the
+    closest."""
+    doc = merged(example("frontier-moe"), {"training": {"micro_batch_size": None}})
+    plan = plan_of(write(tmp_path, doc), policies)
+    assert (plan.pipeline, plan.micro_batch_size, plan.microbatches) == (8, 1, 60)
+    assert (
+        "M/P = 7.50; micro-batch size chosen for M/P as close as the global batch allows to 8..16"
+    ) in render_markdown(plan, policies)
+
+
+@pytest.mark.parametrize(
+    ("mbs", "tensor", "dp", "expected"), [(1, 1, 32, 32), (2, 1, 32, 16), (4, 2, 16, 16)]
+)
+def test_a_written_micro_batch_size_fixes_m(tmp_path, policies, mbs, tensor, dp, expected):
+    """M = global batch / (micro-batch x DP), P = 2 at every tensor size. At T = 1, DP = 32:
+    micro-batch 1 gives M = 1024 / 32 = 32 (M/P 16) and 2 gives 16 (M/P 8), both in 8..16.
+    Micro-batch 4 gives M = 8 (M/P 4) at T = 1; M/P = GBS x T / (mbs x GPUs) grows with T, so
+    the planner prefers the first tensor size that reaches the range: T = 2, DP = 16,
+    M = 1024 / (4 x 16) = 16 (M/P 8)."""
+    plan = small_dense(tmp_path, policies, micro_batch_size=mbs)
+    assert (plan.pipeline, plan.tensor, plan.data_parallel) == (2, tensor, dp)
+    assert (plan.micro_batch_size, plan.microbatches) == (mbs, expected)
+    text = render_markdown(plan, policies)
+    assert f"M = global batch 1024 / (micro-batch {mbs} x DP {dp})" in text
+
+
+def test_dualpipe_gets_an_even_m_of_at_least_2p(tmp_path, policies):
+    """hand-moe with global batch 1088 and no micro-batch size: P = 2, DP = 32, 34 sequences per
+    DP rank. M/P in 8..16 means M in 16..32: only micro-batch 2 (M = 17) is inside, but DualPipe
+    needs an even M (M/2 each way), so the planner takes the next closest, micro-batch 1:
+    M = 34 (M/P = 17), even and >= 2P = 4. Zero Bubble (RF002 with an NCCL all-to-all) has no
+    parity rule and takes M = 17."""
+    doc = YAML(typ="safe").load(HAND_MOE)
+    doc["training"]["global_batch_size"] = 1088
+    del doc["training"]["micro_batch_size"]
+    plan = plan_of(write(tmp_path, doc), policies)
+    assert (plan.schedule, plan.pipeline, plan.micro_batch_size, plan.microbatches) == (
+        "dualpipe",
+        2,
+        1,
+        34,
+    )
+    doc["communication"]["all_to_all_kernel"] = "nccl"
+    plan = plan_of(write(tmp_path, doc, "nccl.yaml"), policies)
+    assert (plan.schedule, plan.pipeline, plan.micro_batch_size, plan.microbatches) == (
+        "zb1p",
+        2,
+        2,
+        17,
+    )
+
+
+# ---- GPU-hours, op times, bubbles -------------------------------------------------------------
+
+
+def test_gpu_hours_arithmetic_frontier_moe(policies):
+    """Worked by hand (compute.py; policies/planner.yaml H800 efficiency 0.35; catalog H800
+    dense BF16 peak 989 TFLOP/s):
+
+    ideal  = 6 x 37e9 active x 14.8e12 tokens / (989e12 x 0.35 x 3600)
+           = 3.2856e24 / 1.246140e18 = 2,636,621.9 GPU-hours
+             (DeepSeek-V3 reports 2.664M H800 GPU-hours for the same tokens)
+    DualPipe, P = 8, M = 60, F = 1, B = 2, W = 1, F&B = 3 (per chunk):
+      busy per rank = M (F + B) = 60 x 3 = 180; idle = (P/2 - 1)(F&B + B - 3W) = 3 x 2 = 6
+      makespan 186, bubble = 6 / 186 = 1/31;        hours = ideal x 31/30 = 2,724,509.3
+    1F1B: idle = (P - 1)(F + B) = 21, makespan 201, bubble = 21/201 = 7/67;
+                                                    hours = ideal x 67/60 = 2,944,227.8
+    saved vs 1F1B = ideal x (67/60 - 62/60) = ideal / 12 = 219,718.5 GPU-hours
+    """
+    plan = plan_of(EXAMPLES / "frontier-moe.yaml", policies)
+    data = plan_dict(plan, policies)
+    ideal = 6 * 37e9 * 14.8e12 / (989e12 * 0.35 * 3600)
+    assert data["efficiency"] == 0.35
+    assert data["ideal_gpu_hours"] == pytest.approx(ideal, rel=1e-12)
+    assert data["ideal_gpu_hours"] == pytest.approx(2_636_621.89, abs=0.01)
+    rows = {c["schedule"]: c for c in data["candidates"]}
+    assert Fraction(rows["dualpipe"]["bubble_fraction"]).limit_denominator(1000) == Fraction(1, 31)
+    assert Fraction(rows["1f1b"]["bubble_fraction"]).limit_denominator(1000) == Fraction(7, 67)
+    assert rows["dualpipe"]["makespan_forward_chunks"] == 186
+    assert rows["1f1b"]["makespan_forward_chunks"] == 201
+    assert rows["dualpipe"]["gpu_hours"] == pytest.approx(ideal * 31 / 30, rel=1e-12)
+    assert rows["1f1b"]["gpu_hours"] == pytest.approx(ideal * 67 / 60, rel=1e-12)
+    saved = rows["1f1b"]["gpu_hours"] - rows["dualpipe"]["gpu_hours"]
+    assert saved == pytest.approx(ideal / 12, rel=1e-9)
+    assert saved == pytest.approx(219_718.49, abs=0.01)
+    text = render_markdown(plan, policies)
+    assert "| GPU-hours for 14.8T tokens | 2,724,509 (219,718 saved vs 1F1B) |\n" in text
+
+
+def test_op_times_in_seconds_frontier_moe(policies):
+    """F = 2 x active/(P x T) x tokens per micro-batch / (peak x efficiency)
+         = 2 x (37e9 / 8) x (1 x 4096) / (989e12 x 0.35) = 3.7888e13 / 3.4615e14 = 0.10946 s;
+    B = 2F, W = F, F&B = 3F (policies/planner.yaml op_time_ratios)."""
+    data = plan_dict(plan_of(EXAMPLES / "frontier-moe.yaml", policies), policies)
+    forward = 2 * (37e9 / 8) * 4096 / (989e12 * 0.35)
+    # 9 significant digits, the others exact decimal multiples (so `dpguard bubble` takes them)
+    assert data["op_times_seconds"] == {
+        "forward": 0.109455438,
+        "backward": 0.218910876,
+        "weight": 0.109455438,
+        "overlapped": 0.328366314,
+    }
+    assert data["op_time_ratios"]["backward"] == 2.0
+    assert data["op_time_ratios"]["weight"] == 1.0
+    assert data["op_time_ratios"]["overlapped"] == 3.0
+    assert data["op_times_seconds"] == pytest.approx(
+        {"forward": forward, "backward": 2 * forward, "weight": forward, "overlapped": 3 * forward},
+        rel=1e-8,
+    )
+    assert forward == pytest.approx(0.109455, abs=1e-6)
+
+
+def test_op_times_divide_by_tensor_and_context(tmp_path, policies):
+    """large-dense: T = 8, P = 8, one sequence of 8192 tokens per micro-batch, H100 at 40%:
+    F = 2 x 405e9 / 64 x 8192 / (989e12 x 0.40) = 0.26208 s."""
+    data = plan_dict(plan_of(EXAMPLES / "large-dense.yaml", policies), policies)
+    forward = 2 * 405e9 / 64 * 8192 / (989e12 * 0.40)
+    assert data["op_times_seconds"]["forward"] == pytest.approx(forward, rel=1e-8)
+    assert forward == pytest.approx(0.26208, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", ["frontier-moe", "large-dense", "small-dense"])
+def test_plan_bubbles_equal_dpguard_bubble_and_the_simulator(name, policies, capsys):
+    """Every simulated candidate in the plan JSON is reproduced from the JSON alone: by
+    `dpguard bubble` with the plan's op-time ratios, by dpguard.schedules.simulate with the same
+    ratios and with the op times in seconds (exactly: the bubble is scale-free and the seconds
+    keep the ratios exactly), and its GPU-hours are ideal / (1 - bubble)."""
+    data = plan_dict(plan_of(EXAMPLES / f"{name}.yaml", policies), policies)
+    r, s = data["op_time_ratios"], data["op_times_seconds"]
+    ratios = OpTimes(1, r["backward"], r["weight"], r["overlapped"])
+    seconds = OpTimes(s["forward"], s["backward"], s["weight"], s["overlapped"])
+    simulated = [c for c in data["candidates"] if c["bubble_fraction"] is not None]
+    assert len(simulated) >= 4
+    for c in simulated:
+        p, m, v = data["pipeline"], data["microbatches"], c["virtual_stages"]
+        exact = simulate(c["schedule"], p, m, ratios, virtual_stages=v)
+        assert c["bubble_fraction"] == float(exact.bubble_fraction), c["schedule"]
+        assert c["makespan_forward_chunks"] == float(exact.makespan * exact.chunk_size)
+        timed = simulate(c["schedule"], p, m, seconds, virtual_stages=v)
+        assert timed.bubble_fraction == exact.bubble_fraction, c["schedule"]
+        assert c["gpu_hours"] == pytest.approx(
+            data["ideal_gpu_hours"] / (1 - c["bubble_fraction"]), rel=1e-12
+        )
+        args = ["bubble", "-s", c["schedule"], "-p", str(p), "-m", str(m), "-v", str(v)]
+        times = ["-F", "1", "-B", str(r["backward"]), "-W", str(r["weight"])]
+        assert main([*args, *times, "--fb", str(r["overlapped"]), "--format", "json"]) == 0
+        cli = json.loads(capsys.readouterr().out)
+        assert cli["bubble_fraction"] == c["bubble_fraction"], c["schedule"]
+
+
+def test_rollback_trigger_is_expected_utilisation_less_the_margin(policies):
+    """frontier-moe: expected = 100 x (1 - 1/31) = 96.774%; threshold = 96.774 - 5 = 91.774%;
+    the simpler schedule (policies/planner.yaml rollback.simpler) is DualPipeV, at
+    100 x (1 - 7/187) = 96.26% at the same P and M."""
+    plan = plan_of(EXAMPLES / "frontier-moe.yaml", policies)
+    assert plan.expected_utilization == pytest.approx(100 * 30 / 31, rel=1e-12)
+    assert plan.rollback_threshold == pytest.approx(100 * 30 / 31 - 5, rel=1e-12)
+    assert plan.rollback_to == "dualpipev"
+    fallback = plan.numbers("dualpipev")
+    assert fallback is not None and fallback.bubble == pytest.approx(7 / 187, rel=1e-12)
+    data = plan_dict(plan, policies)
+    assert data["rollback"] == {
+        "to": "dualpipev",
+        "threshold_percent": pytest.approx(91.7742, abs=1e-4),
+        "expected_utilization_percent": pytest.approx(96.7742, abs=1e-4),
+        "steps": 1000,
+    }
+
+
+# ---- Memory model -----------------------------------------------------------------------------
+
+
+def test_memory_model_hand_worked(tmp_path, policies):
+    """HAND_MOE (header comment) on 64 A100-40GB (36 GiB usable) with T = 1, EP = 8, full
+    recompute, micro-batch 1. It does not fit one GPU (weights and grads alone,
+    6 B x 9.73e9 = 54 GiB), so DualPipe (DT001, 400 Gbps, DeepEP) at the smallest P = 2:
+    DP = 64 / 2 = 32, M = 1024 / 32 = 32.
+
+    Parameters on the worst rank, one copy (8 of 16 layers, untied: one vocab matrix per end):
+      dense  = 1.6e9 x 8/16 + 67,108,864 = 867,108,864
+      expert = 8e9 x 8/16 / EP 8         = 500,000,000          (1,367,108,864 in all)
+    Bytes (bf16: weights 2, fp32 grads 4, optimizer 12; ZeRO-1 shards the optimizer over
+    DP = 32 for dense and over T x DP / EP = 32 / 8 = 4 for expert parameters):
+      weights   = 2 x 1,367,108,864                               =  2,734,217,728
+      gradients = 4 x 1,367,108,864                               =  5,468,435,456
+      optimizer = 12 x 867,108,864 / 32 + 12 x 500,000,000 / 4    =  1,825,165,824
+      one copy                                                    = 10,027,819,008
+      DualPipe's second copy (replication_extra)                  = 10,027,819,008
+    Activations (Korthikanti: full recompute stores 2sbh per layer, b = 1, s = 4096, h = 2048:
+    16,777,216 B; DualPipe peaks at P + 1 = 3 in-flight chunks of 8 layers, arXiv 2412.19437
+    Table 2, counted by the simulator; the worst rank holds an LM head, whose fp32 logits are
+    4 s v = 536,870,912 B; one layer is recomputed at 34 sbh = 285,212,672 B):
+      3 x 8 x 16,777,216 + 536,870,912 + 285,212,672              =  1,224,736,768
+    Total = 2 x 10,027,819,008 + 1,224,736,768 = 21,280,374,784 B = 19.82 GiB (fits 36 GiB).
+    """
+    plan = plan_of(write(tmp_path, HAND_MOE), policies)
+    assert (plan.schedule, plan.pipeline, plan.data_parallel, plan.microbatches) == (
+        "dualpipe",
+        2,
+        32,
+        32,
+    )
+    assert max(simulate("dualpipe", 2, 32, OpTimes(1, 2, 1, 3)).peak_activations_per_rank) == 3
+    assert plan_dict(plan, policies)["memory_bytes"] == {
+        "weights": 2_734_217_728,
+        "gradients": 5_468_435_456,
+        "optimizer": 1_825_165_824,
+        "replication_extra": 10_027_819_008,
+        "activations": 1_224_736_768,
+        "total": 21_280_374_784,
+    }
+    assert plan.memory.parameters == 1_367_108_864
+    text = render_markdown(plan, policies)
+    assert "| Memory per GPU (worst stage) | 19.8 GiB of 36.0 GiB usable" in text
+    assert (
+        "| DualPipe replication | +9.3 GiB per GPU for the second parameter copy; fits. 2.73B "
+        "parameters per GPU across both copies (28.09% of the model; experts sharded 8-way) |"
+    ) in text
+
+
+def test_memory_model_zero1_over_dp_without_dualpipe(tmp_path, policies):
+    """The same model with an NCCL all-to-all: RF002 -> Zero Bubble, one parameter copy.
+    zb1p at P = 2 holds P = 2 chunks in flight on rank 0 (as 1F1B); rank 1 holds the LM head:
+    one chunk plus the logits. Stash 2 x 8 x 16,777,216 = 268,435,456 < last rank
+    8 x 16,777,216 + 536,870,912 = 671,088,640; plus the recomputed layer 285,212,672:
+    activations 956,301,312 B. Total = 10,027,819,008 + 956,301,312 = 10,984,120,320."""
+    plan = plan_of(write(tmp_path, HAND_MOE.replace("deepep", "nccl")), policies)
+    assert (plan.schedule, plan.pipeline) == ("zb1p", 2)
+    memory = plan_dict(plan, policies)["memory_bytes"]
+    assert memory["replication_extra"] == 0
+    assert memory["activations"] == 956_301_312
+    assert memory["total"] == 10_984_120_320
+
+
+# ---- Determinism and golden plans -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", VALID_EXAMPLES)
+@pytest.mark.parametrize("fmt", ["markdown", "json"])
+def test_plan_output_is_byte_identical_across_runs(name, fmt, capsys):
+    path = str(EXAMPLES / f"{name}.yaml")
+    first = run(capsys, path, "--format", fmt)
+    second = run(capsys, path, "--format", fmt)
+    assert first == second
+    assert first[0] == 0 and first[1]
+
+
+@pytest.mark.parametrize("name", VALID_EXAMPLES)
+@pytest.mark.parametrize("suffix", ["md", "json"])
+def test_golden_plan(name, suffix, capsys):
+    """tests/golden/plans/<example>.<md|json>; DPGUARD_UPDATE_GOLDEN=1 rewrites them."""
+    fmt = "markdown" if suffix == "md" else "json"
+    code, out, err = run(capsys, str(EXAMPLES / f"{name}.yaml"), "--format", fmt)
+    assert (code, err) == (0, "")
+    golden = GOLDEN / f"{name}.{suffix}"
+    if UPDATE:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(out, encoding="utf-8")
+    assert out == golden.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", VALID_EXAMPLES)
+def test_golden_plan_fits_one_page(name):
+    lines = (GOLDEN / f"{name}.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 60
+
+
+def test_every_example_has_a_golden_plan_or_is_invalid():
+    examples = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
+    assert examples == sorted([*VALID_EXAMPLES, "mistakes"])
+    assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
+        f"{n}.{s}" for n in VALID_EXAMPLES for s in ("md", "json")
+    )
