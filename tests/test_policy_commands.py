@@ -282,3 +282,34 @@ def test_test_command_uses_the_repository_policies_for_given_paths(
     # (whose cases expect it to fire) does not break them.
     assert main(["test"]) == 0
     assert capsys.readouterr().out.endswith(" passed, 0 failed\n")
+
+
+# ---- docs/policies.md stays complete ------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "policies.md"
+SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+
+
+def schema_keys(node: Any) -> set[str]:
+    """Every property name a policy file may write, at any depth of the schema."""
+    keys: set[str] = set()
+    if isinstance(node, dict):
+        keys |= set(node.get("properties", {}))
+        for sub in node.values():
+            keys |= schema_keys(sub)
+    elif isinstance(node, list):
+        for sub in node:
+            keys |= schema_keys(sub)
+    return keys
+
+
+def test_policy_docs_name_every_key_fact_and_shipped_rule() -> None:
+    import json
+
+    text = DOCS.read_text(encoding="utf-8")
+    schema = json.loads((SCHEMAS / "policy.schema.json").read_text(encoding="utf-8"))
+    keys = schema_keys(schema)
+    assert {"max_waiver_days", "all_to_all_kernels", "scale_up_domain_min", "divisible_by"} <= keys
+    assert sorted(k for k in keys if f"`{k}`" not in text) == []
+    assert [f for f in FACTS if f"`{f}`" not in text] == []
+    assert [r["id"] for r in shipped_rules() if f"| {r['id']} |" not in text] == []
