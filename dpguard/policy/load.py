@@ -241,8 +241,12 @@ def load_policies(
         if policy_set is not None:
             sets.append(policy_set)
     if disable:
+        # The config's disable list judges too, so the report names it with its own digest.
+        listed = ",".join(sorted(disable)).encode()
+        digest = "sha256:" + hashlib.sha256(listed).hexdigest()[:16]
+        name = "dpguard-config-disable"
         sets.append(
-            PolicySet("config", "0.0.0", "", ".dpguard.yaml", (), tuple(disable), tuple(disable_at))
+            PolicySet(name, "local", digest, ".dpguard.yaml", (), tuple(disable), tuple(disable_at))
         )
     policies, layer_problems = layer(sets)
     problems += layer_problems
