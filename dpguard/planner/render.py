@@ -242,11 +242,16 @@ def render_markdown(plan: Plan, policies: Policies, templates_dir: str | None = 
 
     if templates_dir is not None and not os.path.isdir(templates_dir):
         raise ConfigError("templates directory not found", templates_dir)
+    context = plan_context(plan, policies)  # outside the try: a failure here is dpguard's bug
     try:
         template = _environment(templates_dir).get_template("plan.md.j2")
-        text = template.render(plan=plan_context(plan, policies))
-    except TemplateError as exc:
-        raise ConfigError(f"template cannot be rendered: {exc}", _position(exc)) from None
+        text = template.render(plan=context)
+    except Exception as exc:
+        # Anything a template raises is the template's fault: TemplateError (syntax, undefined
+        # name, the sandbox refusing an attribute) and what its expressions raise themselves,
+        # e.g. {{ 1 / 0 }} or a range over the sandbox's limit.
+        detail = str(exc) if isinstance(exc, TemplateError) else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"template cannot be rendered: {detail}", _position(exc)) from None
     # Collapse the blank-line runs Jinja's block tags leave, so the page stays compact.
     lines: list[str] = []
     for line in text.splitlines():

@@ -1,0 +1,346 @@
+"""The one-page plan's templates (templates/plan.md.j2, templates/rollback.md.j2): every branch,
+a team's own templates with `--templates DIR`, and templates that fail (undefined names, syntax
+errors, the sandbox) exiting 2 with a positioned message and no traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from dpguard.cli import main
+from dpguard.planner.render import _environment
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+FRONTIER = str(EXAMPLES / "frontier-moe.yaml")
+SMALL = str(EXAMPLES / "small-dense.yaml")
+IMPOSSIBLE = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata: {name: impossible}
+cluster:
+  gpus: 8
+  accelerator: A100-40GB
+  interconnect: {inter_node_gbps_per_gpu: 200}
+model:
+  architecture: dense
+  total_params: 405B
+  layers: 126
+  hidden_size: 16384
+  attention_heads: 128
+  seq_len: 8192
+  vocab_size: 128256
+training:
+  tokens: 2T
+  global_batch_size: 64
+"""
+
+
+def plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["plan", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def variant(tmp_path: Path, name: str, patch: dict[str, dict[str, object]]) -> str:
+    """examples/<name>.yaml with top-level sections updated by `patch`."""
+    doc = YAML(typ="safe").load((EXAMPLES / f"{name}.yaml").read_text(encoding="utf-8"))
+    for section, values in patch.items():
+        doc[section].update(values)
+    path = tmp_path / f"{name}-variant.yaml"
+    with path.open("w", encoding="utf-8") as handle:
+        YAML(typ="safe").dump(doc, handle)
+    return str(path)
+
+
+def templates(tmp_path: Path, plan_md: str, rollback_md: str | None = None) -> str:
+    folder = tmp_path / "templates"
+    folder.mkdir(exist_ok=True)
+    (folder / "plan.md.j2").write_text(plan_md, encoding="utf-8")
+    if rollback_md is not None:
+        (folder / "rollback.md.j2").write_text(rollback_md, encoding="utf-8")
+    return str(folder)
+
+
+# ---- plan.md.j2 branches ----------------------------------------------------------------------
+
+
+def test_planned_with_the_dualpipe_replication_row(capsys):
+    code, out, _ = plan(capsys, FRONTIER)
+    assert code == 0
+    assert (
+        "| DualPipe replication | +27.3 GiB per GPU for the second parameter copy; fits. 8.39B "
+        "parameters per GPU across both copies (1.25% of the model; experts sharded 64-way) |\n"
+    ) in out
+    assert (
+        "| Expected bubble | **3.23%** (exact simulation); 1F1B at the same P and M: 10.45% |\n"
+        in out
+    )
+    assert "| dualpipe (chosen) | 3.23% | 2,724,509 | 219,718 saved |\n" in out
+    assert "| 1f1b | 10.45% | 2,944,228 | baseline |\n" in out
+
+
+def test_planned_without_the_replication_row(capsys):
+    """small-dense plans 1F1B: no replication row, no 1F1B comparison in the bubble row, and
+    the table marks 1F1B as both chosen and the baseline."""
+    code, out, _ = plan(capsys, SMALL)
+    assert code == 0
+    assert "DualPipe replication" not in out
+    assert "| Expected bubble | **3.03%** (exact simulation) |\n" in out
+    assert "| GPU-hours for 1T tokens | 159,144 |\n" in out
+    assert "| All-to-all kernel | none needed (no expert parallelism) |\n" in out
+    assert "| 1f1b (chosen) | 3.03% | 159,144 | baseline |\n" in out
+
+
+def test_no_pipeline_branch(capsys):
+    code, out, _ = plan(capsys, str(EXAMPLES / "no-pipeline.yaml"))
+    assert code == 0
+    assert (
+        "**Recommendation: no pipeline parallelism.** The whole training state fits one H100-SXM\n"
+        "(36.7 GiB of 72.0 GiB usable), so pipeline stages would only add bubble.\n"
+        "Train with data parallelism over 16 GPUs (micro-batch size 8,\n"
+        "4 gradient-accumulation steps per optimizer step).\n"
+    ) in out
+    assert "| schedule | bubble |" not in out
+
+
+def test_refused_branch(tmp_path, capsys):
+    path = variant(tmp_path, "small-dense", {"training": {"tokens": "500M"}})
+    code, out, _ = plan(capsys, path)
+    assert code == 0
+    assert (
+        "**Pipeline planning refused** by RF003: 500,000,000 training tokens is under 1B: "
+        "pipeline planning is refused; use data parallelism plus tensor parallelism\n"
+        "\n"
+        "**Recommended instead:** data parallelism plus tensor parallelism:\n"
+        "tensor = 2, data parallel = 32 on 64 A100-80GB\n"
+    ) in out
+    assert "No bubble or GPU-hour comparison applies: there is no pipeline.\n" in out
+    assert "| schedule | bubble |" not in out and "Expected bubble" not in out
+
+
+def test_infeasible_branch(tmp_path, capsys):
+    """405B dense on 8 A100-40GB: nothing fits at any P or T."""
+    path = tmp_path / "impossible.yaml"
+    path.write_text(IMPOSSIBLE, encoding="utf-8")
+    code, out, err = plan(capsys, str(path))
+    assert (code, err) == (1, "")
+    head, _, rest = out.partition("\n\n")
+    assert head == "# Pipeline plan: impossible"
+    assert rest.startswith("**No feasible pipeline plan.**\n\n- 1f1b was not possible at any P")
+    assert (
+        "What would make it feasible: more memory per stage (full activation recompute, a larger "
+        "tensor-parallel\nsize, or accelerators with more memory), or a larger global batch when "
+        "the schedule needs more micro-batches.\n"
+    ) in out
+    assert out.endswith(
+        "## Rollback trigger\nNo rollback trigger applies: there is no pipeline schedule to roll "
+        "back.\n"
+    )
+
+
+def test_a_proposal_that_cannot_run_says_why(capsys):
+    """large-dense proposes P = 16 with M = 16 and leaves the schedule to dpguard: DualPipeV
+    needs M >= 2P = 32."""
+    code, out, _ = plan(capsys, str(EXAMPLES / "large-dense.yaml"))
+    assert code == 0
+    assert (
+        "- Your proposal (schedule left to dpguard, P = 16, M = 16): cannot run as dualpipev: "
+        "dualpipev needs micro-batches >= 2 x ranks = 32 (got 16) [deepseek-ai/DualPipe "
+        "dualpipev.py: num_chunks >= num_ranks * 2]\n"
+    ) in out
+
+
+# ---- rollback.md.j2 variants ------------------------------------------------------------------
+
+
+def rollback_section(text: str) -> str:
+    return text[text.index("## Rollback trigger") :]
+
+
+def test_rollback_to_a_simpler_schedule(capsys):
+    _, out, _ = plan(capsys, FRONTIER)
+    assert rollback_section(out) == (
+        "## Rollback trigger\n"
+        "Measure the **aggregate GPU utilization percentage over the first 1000 steps**. The plan "
+        "expects\n96.8% (one minus the 3.23% bubble of dualpipe). If it stays below\n"
+        "**91.8%** (the expectation less a 5-point margin for communication,\n"
+        "stragglers and data loading, which the bubble model leaves out), dualpipe is not "
+        "delivering what its\ncomplexity costs: switch to the simpler **dualpipev**, expected "
+        "at 96.3%.\n"
+    )
+
+
+def test_rollback_warns_when_the_simpler_schedule_is_expected_below_the_trigger(capsys):
+    """large-dense: zb1p expects 77.4% (trigger 72.4%), but 1F1B at the same P = M = 8 only
+    100 x (1 - 7/15) = 53.3%."""
+    _, out, _ = plan(capsys, str(EXAMPLES / "large-dense.yaml"))
+    assert rollback_section(out).endswith(
+        "switch to the simpler **1f1b**, expected at 53.3%.\n"
+        "That is below the trigger itself: switch only once the shortfall is traced to zb1p "
+        "(not to\ncommunication or stragglers, which 1f1b would suffer too).\n"
+    )
+
+
+def test_rollback_for_1f1b_which_has_no_simpler_schedule(capsys):
+    _, out, _ = plan(capsys, SMALL)
+    assert rollback_section(out) == (
+        "## Rollback trigger\n"
+        "Measure the **aggregate GPU utilization percentage over the first 1000 steps**. The plan "
+        "expects\n97.0%; 1f1b is already the simplest schedule, so if utilization stays below\n"
+        "**92.0%** investigate stragglers, communication and data loading before changing the "
+        "schedule.\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [
+        ("no-pipeline", "there is no pipeline schedule to roll back"),
+        ("refused", "there is no pipeline schedule to roll back"),
+        ("planned", "the schedule could not be simulated at this P and M"),
+    ],
+)
+def test_no_rollback_trigger(status, reason):
+    """Rendered directly: a planned status with no threshold cannot come out of the planner
+    (it only accepts simulated schedules), but the template still covers it."""
+    context = {"rollback_threshold": None, "status": status}
+    text = _environment(None).get_template("rollback.md.j2").render(plan=context)
+    assert text == f"## Rollback trigger\nNo rollback trigger applies: {reason}.\n"
+
+
+def test_rollback_settings_come_from_the_layered_policy(tmp_path, capsys):
+    """A team's set overrides the whole `rollback` block (settings layer key by key at the top
+    level): 500 steps, a 2-point margin, and DualPipe rolls back straight to Zero Bubble."""
+    policy = tmp_path / "team.yaml"
+    policy.write_text(
+        "apiVersion: dpguard/v1\nkind: PolicySet\n"
+        "metadata: {name: team, version: 1.0.0}\n"
+        "settings:\n"
+        "  rollback:\n"
+        "    steps: 500\n"
+        "    margin_points: 2\n"
+        "    simpler: {dualpipe: zb1p}\n"
+        "rules: []\n",
+        encoding="utf-8",
+    )
+    code, out, _ = plan(capsys, FRONTIER, "--policy", str(policy))
+    assert code == 0
+    assert rollback_section(out) == (
+        "## Rollback trigger\n"
+        "Measure the **aggregate GPU utilization percentage over the first 500 steps**. The plan "
+        "expects\n96.8% (one minus the 3.23% bubble of dualpipe). If it stays below\n"
+        "**94.8%** (the expectation less a 2-point margin for communication,\n"
+        "stragglers and data loading, which the bubble model leaves out), dualpipe is not "
+        "delivering what its\ncomplexity costs: switch to the simpler **zb1p**, expected at "
+        "96.3%.\n"
+    )
+    assert "team 1.0.0 (sha256:" in out
+
+
+# ---- --templates DIR ----------------------------------------------------------------------------
+
+
+def test_custom_templates_are_used(tmp_path, capsys):
+    folder = templates(
+        tmp_path,
+        "{{ plan.name }}: {{ plan.schedule_title }} P={{ plan.pipeline }} M={{ plan.microbatches }}"
+        " bubble {{ plan.chosen.bubble_pct }}\n{% include 'rollback.md.j2' %}",
+        "trigger {{ plan.rollback_threshold_pct }} -> {{ plan.rollback_to }}\n",
+    )
+    code, out, err = plan(capsys, FRONTIER, "--templates", folder)
+    assert (code, out, err) == (
+        0,
+        "frontier-moe: DualPipe P=8 M=60 bubble 3.23%\ntrigger 91.8% -> dualpipev\n",
+        "",
+    )
+
+
+def test_custom_templates_without_the_included_rollback_template(tmp_path, capsys):
+    folder = templates(tmp_path, "{{ plan.name }}\n{% include 'rollback.md.j2' %}\n")
+    code, out, err = plan(capsys, SMALL, "--templates", folder)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"dpguard: error: {folder}/plan.md.j2:2: template cannot be rendered: 'rollback.md.j2' "
+        f"not found in search path: '{folder}'\n"
+    )
+
+
+def test_a_missing_templates_directory_exits_2(tmp_path, capsys):
+    missing = str(tmp_path / "nowhere")
+    code, out, err = plan(capsys, SMALL, "--templates", missing)
+    assert (code, out, err) == (
+        2,
+        "",
+        f"dpguard: error: {missing}: templates directory not found\n",
+    )
+
+
+def test_an_undefined_variable_exits_2_with_its_position(tmp_path, capsys):
+    folder = templates(tmp_path, "line one\n{{ plan.name }}\nline three {{ plan.nosuch }}\n")
+    code, out, err = plan(capsys, SMALL, "--templates", folder)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"dpguard: error: {folder}/plan.md.j2:3: template cannot be rendered: 'dict object' has "
+        "no attribute 'nosuch'\n"
+    )
+
+
+def test_an_undefined_variable_in_the_included_template_points_there(tmp_path, capsys):
+    folder = templates(
+        tmp_path, "{{ plan.name }}\n{% include 'rollback.md.j2' %}\n", "## R\n\n{{ nope }}\n"
+    )
+    code, _, err = plan(capsys, SMALL, "--templates", folder)
+    assert code == 2
+    assert err == (
+        f"dpguard: error: {folder}/rollback.md.j2:3: template cannot be rendered: 'nope' is "
+        "undefined\n"
+    )
+
+
+def test_a_syntax_error_exits_2_with_its_position(tmp_path, capsys):
+    folder = templates(tmp_path, "hello\n{% if %}\n{% endif %}\n")
+    code, out, err = plan(capsys, SMALL, "--templates", folder)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"dpguard: error: {folder}/plan.md.j2:2: template cannot be rendered: Expected an "
+        "expression, got 'end of statement block'\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            "{{ ''.__class__.__mro__ }}",
+            "access to attribute '__class__' of 'str' object is unsafe.",
+        ),
+        (
+            "{{ cycler.__init__.__globals__.os }}",
+            "access to attribute '__init__' of 'type' object is unsafe.",
+        ),
+        ("{{ plan.__class__ }}", "access to attribute '__class__' of 'dict' object is unsafe."),
+        (
+            "{{ range(10**9) | list | length }}",
+            "OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE "
+            "(100000).",
+        ),
+        ("{{ 1 / 0 }}", "ZeroDivisionError: division by zero"),
+    ],
+)
+def test_the_sandbox_and_template_failures_exit_2_without_a_traceback(
+    tmp_path, capsys, source, message
+):
+    folder = templates(tmp_path, f"x\n{source}\n")
+    code, out, err = plan(capsys, SMALL, "--templates", folder)
+    assert (code, out) == (2, "")
+    assert err == f"dpguard: error: {folder}/plan.md.j2:2: template cannot be rendered: {message}\n"
+    assert "Traceback" not in err
+
+
+def test_json_output_does_not_use_templates(tmp_path, capsys):
+    folder = templates(tmp_path, "{{ plan.nosuch }}\n")
+    code, out, _ = plan(capsys, SMALL, "--templates", folder, "--format", "json")
+    assert code == 0 and out.startswith("{\n")
