@@ -255,6 +255,13 @@ def test_junit_one_suite_per_manifest_one_case_per_rule(
     )
     suites = {s.attrib["name"]: s for s in root.findall("testsuite")}
     assert list(suites) == EXAMPLES
+    policies = load_policies([])
+    for suite in suites.values():
+        (prop,) = suite.findall("properties/property")
+        assert prop.attrib == {
+            "name": "dpguard.policies",
+            "value": ", ".join(f"{s.name} {s.version} ({s.digest})" for s in policies.sets),
+        }
     moe = cases(suites["examples/frontier-moe.yaml"])
     assert list(moe) == ["schema", "ADV002", "ADV001"]
     assert moe["ADV001"].attrib == {

@@ -3,7 +3,8 @@
 One ``<testsuite>`` per manifest; in it one ``<testcase>`` per rule that fired (several findings
 of one rule share its case), plus a passing ``schema`` case for a manifest that loaded and
 validated. A case fails when one of its findings blocks (``--fail-on``); non-blocking findings
-(warnings under ``--fail-on error``, waived findings) are listed in ``<system-out>``.
+(warnings under ``--fail-on error``, waived findings) are listed in ``<system-out>``. Each suite's
+``<properties>`` name the policy sets (name, version, digest) that judged it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 from dpguard.check import FileResult
 from dpguard.findings import Finding
-from dpguard.reporters.model import Report, rule_info
+from dpguard.reporters.model import Report, policy_line, rule_info
 
 # Characters XML 1.0 cannot carry at all, even escaped.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -29,6 +30,11 @@ def _suite(report: Report, result: FileResult) -> ET.Element:
         by_code.setdefault(finding.code, []).append(finding)
     suite = ET.Element("testsuite", name=_clean(result.path))
     cases: list[ET.Element] = []
+    if report.policies is not None:  # which rules judged: names, versions, digests
+        properties = ET.Element("properties")
+        line = policy_line(report.policies).removeprefix("policies: ")
+        ET.SubElement(properties, "property", name="dpguard.policies", value=_clean(line))
+        cases.append(properties)
     if result.manifest is not None:
         cases.append(ET.Element("testcase", classname=_clean(result.path), name="schema"))
     failures = 0
@@ -44,7 +50,7 @@ def _suite(report: Report, result: FileResult) -> ET.Element:
         if rest:
             ET.SubElement(case, "system-out").text = _clean("\n".join(f.format() for f in rest))
         cases.append(case)
-    suite.set("tests", str(len(cases)))
+    suite.set("tests", str(sum(1 for c in cases if c.tag == "testcase")))
     suite.set("failures", str(failures))
     suite.set("errors", "0")
     suite.set("skipped", "0")
