@@ -459,7 +459,12 @@ def test_pre_commit_snippet(tmp_path: Path) -> None:
     change = make_change(tmp_path, BAD_AND_GOOD)
     (change.root / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     git(change.root, "add", ".pre-commit-config.yaml")
-    env = {k: v for k, v in change.env.items() if not k.startswith("PRE_COMMIT")}
+    # The hook runs in its own environment: nothing of the running one may leak into it.
+    env = {
+        k: v
+        for k, v in change.env.items()
+        if not k.startswith("PRE_COMMIT") and k not in ("PYTHONPATH", "PYTHONHOME")
+    }
     env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
 
     def run() -> subprocess.CompletedProcess[str]:

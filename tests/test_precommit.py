@@ -134,7 +134,12 @@ def test_only_manifests_in_review(
 
 
 def pre_commit(*argv: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PRE_COMMIT"))}
+    # The hook runs in its own environment: nothing of the running one may leak into it.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GIT_", "PRE_COMMIT")) and k not in ("PYTHONPATH", "PYTHONHOME")
+    }
     env.update(
         PRE_COMMIT_HOME=str(home),
         GIT_AUTHOR_NAME="t",
