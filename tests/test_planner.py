@@ -284,15 +284,16 @@ def test_a_model_that_fits_one_gpu_gets_no_pipeline(policies, capsys):
 def test_large_dense_falls_back_from_dualpipev_to_zb1p_because_m_over_p_is_1(policies):
     """large-dense fixes T = 8 and micro-batch size 1: DP = 16384 / (8 P) = 2048 / P, so
     M = 2048 / (1 x DP) = P at every P. DualPipeV needs M >= 2P, which no P gives, so the
-    planner takes DT002's acceptable zb1p and says why (quoting the deepest P tried, 64)."""
+    planner takes DT002's acceptable zb1p and says why, quoting the deepest P tried: 32 (P
+    divides 16384 / 8 = 2048, and DualPipeV's 2P stages need P <= 126 / 2 = 63)."""
     plan = plan_of(EXAMPLES / "large-dense.yaml", policies)
     assert plan.outcome.schedule == "dualpipev"
     assert (plan.status, plan.schedule, plan.tensor, plan.pipeline) == ("planned", "zb1p", 8, 8)
     assert plan.microbatches == plan.pipeline == 8
     assert plan.notes == (
-        "dualpipev was not possible at any P up to the cap: dualpipev needs micro-batches >= "
-        "2 x ranks = 128 (got 64) [deepseek-ai/DualPipe dualpipev.py: num_chunks >= "
-        "num_ranks * 2]",
+        "dualpipev was not possible at any P up to 63 (126 layers, 2 stages per rank): "
+        "dualpipev needs micro-batches >= 2 x ranks = 64 (got 32) [deepseek-ai/DualPipe "
+        "dualpipev.py: num_chunks >= num_ranks * 2]",
     )
     dualpipev = plan.numbers("dualpipev")
     assert dualpipev is not None and dualpipev.bubble is None
@@ -307,12 +308,12 @@ def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, ca
     plan = plan_of(path, policies)
     assert (plan.status, plan.schedule, plan.memory) == ("infeasible", None, None)
     assert plan.notes == (
-        "1f1b was not possible at any P up to the cap: P = 2, T = 4: 986.9 GiB per GPU does "
-        "not fit",
-        "zb1p was not possible at any P up to the cap: P = 2, T = 4: 986.9 GiB per GPU does "
-        "not fit",
-        "interleaved-1f1b was not possible at any P up to the cap: P = 2, T = 4: 1053.9 GiB "
-        "per GPU does not fit",
+        "1f1b was not possible at any P up to 64 (the policy's max_pipeline): P = 2, T = 4: "
+        "986.9 GiB per GPU does not fit",
+        "zb1p was not possible at any P up to 64 (the policy's max_pipeline): P = 2, T = 4: "
+        "986.9 GiB per GPU does not fit",
+        "interleaved-1f1b was not possible at any P up to 64 (the policy's max_pipeline): "
+        "P = 2, T = 4: 1053.9 GiB per GPU does not fit",
     )
     code, out, err = run(capsys, str(path))
     assert (code, err) == (1, "")
@@ -320,6 +321,60 @@ def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, ca
     code, out, err = run(capsys, str(path), "--format", "json")
     assert (code, err) == (1, "")
     assert json.loads(out)["status"] == "infeasible"
+
+
+# 1,024 A100-40GB, a dense model of only 12 (very wide) layers, T fixed at 1, full recompute:
+# at most P = 8 (powers of two divide the GPUs, P <= layers).
+SHALLOW = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata: {name: shallow}
+cluster:
+  gpus: 1024
+  accelerator: A100-40GB
+  interconnect: {inter_node_gbps_per_gpu: 400}
+model:
+  architecture: dense
+  total_params: 30B
+  layers: 12
+  hidden_size: 16384
+  attention_heads: 128
+  seq_len: 2048
+  vocab_size: 32000
+training:
+  tokens: 1T
+  global_batch_size: 8192
+  activation_recompute: full
+parallelism:
+  tensor: 1
+"""
+
+
+def test_dualpipev_never_plans_more_stages_than_layers(tmp_path, policies):
+    """DT002 picks DualPipeV, whose P ranks run 2P stages: at most P = 12 / 2 = 6 keeps a layer
+    in every stage (the validator's X014 for a proposal), so P = 8 is never tried. P = 2 and 4
+    do not fit, and the plan falls back to DT002's acceptable zb1p at P = 8 (DP = 128, 64
+    sequences per DP rank: micro-batch 1 gives M/P = 8)."""
+    plan = plan_of(write(tmp_path, SHALLOW), policies)
+    assert (plan.schedule, plan.pipeline, plan.microbatches) == ("zb1p", 8, 64)
+    assert plan.notes == (
+        "dualpipev was not possible at any P up to 6 (12 layers, 2 stages per rank): P = 4, "
+        "T = 1: 60.7 GiB per GPU does not fit",
+    )
+
+
+def test_an_infeasible_note_quotes_the_stage_closest_to_fitting(tmp_path, policies):
+    """At 60B nothing fits. For zb1p at P = 8 the note gives the memory at the micro-batch size
+    that needs the least (micro-batch 1), not at the last one tried (micro-batch 64, over twice
+    as much)."""
+    plan = plan_of(write(tmp_path, SHALLOW.replace("30B", "60B")), policies)
+    assert plan.status == "infeasible"
+    assert plan.notes == (
+        "dualpipev was not possible at any P up to 6 (12 layers, 2 stages per rank): P = 4, "
+        "T = 1: 117.0 GiB per GPU does not fit",
+        "zb1p was not possible at any P up to 12 (12 layers, 1 stage per rank): P = 8, T = 1: "
+        "61.3 GiB per GPU does not fit",
+    )
 
 
 def test_an_invalid_manifest_has_nothing_to_plan(capsys):

@@ -66,30 +66,38 @@ def _mbs_choices(
 def _fit(
     manifest: Manifest, base: sizing.Strategy, settings: Mapping[str, Any], why: list[str]
 ) -> Candidate | None:
-    """The best micro-batch size at which `base` runs and fits; appends to `why` otherwise."""
+    """The best micro-batch size at which `base` runs and fits; otherwise appends one reason to
+    `why`: the memory of the smallest stage that ran (the closest to fitting), else the first
+    schedule constraint that failed."""
     from dpguard.schedules import check
 
     dp = sizing.data_parallel(manifest, base)
     choices = _mbs_choices(manifest, dp, base, settings)
     if not choices:
         why.append(f"the global batch does not divide over DP {dp} at P = {base.pipeline}")
+    violated: list[str] = []
+    smallest: float | None = None
     for mbs in choices:
         micro = manifest.training.global_batch_size // (dp * mbs)
         s = replace(base, microbatches=micro)
         virtual = s.virtual_stages if s.schedule == "interleaved-1f1b" else 1
         violations = check(s.schedule, s.pipeline, micro, virtual) if s.schedule != "none" else ()
         if violations:
-            why.append(violations[0])
+            violated.append(violations[0])
             continue
         sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
         breakdown = sizing.stage_memory(sized, s, settings)
         if breakdown is not None and sizing.fits(sized, breakdown, settings):
             return Candidate(s, mbs, breakdown)
-        if breakdown is not None:
-            why.append(
-                f"P = {s.pipeline}, T = {s.tensor}: {breakdown.total / sizing.GIB:.1f} GiB per GPU "
-                "does not fit"
-            )
+        if breakdown is not None and (smallest is None or breakdown.total < smallest):
+            smallest = breakdown.total
+    if smallest is not None:
+        why.append(
+            f"P = {base.pipeline}, T = {base.tensor}: {smallest / sizing.GIB:.1f} GiB per GPU "
+            "does not fit"
+        )
+    elif violated:
+        why.append(violated[0])
     return None
 
 
@@ -111,10 +119,20 @@ def _expert_size(
     return max(d for d in _divisors(manifest.model.experts) if d <= cap and borrowable % d == 0)
 
 
+def _stages_per_rank(schedule: str, virtual: int) -> int:
+    return {"dualpipev": 2, "interleaved-1f1b": virtual}.get(schedule, 1)
+
+
+def _cap(manifest: Manifest, schedule: str, virtual: int, settings: Mapping[str, Any]) -> int:
+    """The deepest P tried: the policy's cap, and at least one layer per stage (the
+    validator's X014 for a proposal; DualPipeV runs 2 stages per rank)."""
+    per_rank = _stages_per_rank(schedule, virtual)
+    return min(settings["planner"]["max_pipeline"], manifest.model.layers // per_rank)
+
+
 def _pipelines(
-    manifest: Manifest, tensor: int, context: int, settings: Mapping[str, Any]
+    manifest: Manifest, tensor: int, context: int, settings: Mapping[str, Any], cap: int
 ) -> Iterator[int]:
-    cap = min(settings["planner"]["max_pipeline"], manifest.model.layers)
     for p in range(2, cap + 1):
         if manifest.cluster.gpus % (tensor * p * context) == 0:
             yield p
@@ -129,7 +147,8 @@ def _smallest_pipeline(
     settings: Mapping[str, Any],
     why: list[str],
 ) -> Candidate | None:
-    for pipe in _pipelines(manifest, tensor, context, settings):
+    cap = _cap(manifest, schedule, virtual, settings)
+    for pipe in _pipelines(manifest, tensor, context, settings, cap):
         ep = _expert_size(manifest, tensor, pipe, settings)
         base = sizing.Strategy(schedule, tensor, pipe, ep, context, virtual, 1)
         found = _fit(manifest, base, settings, why)
@@ -196,5 +215,13 @@ def search(
             return SearchResult(_preferred(fitting, settings), tuple(notes))
         # The last reason is the deepest pipeline tried: the most telling one.
         reason = why[-1] if why else "no pipeline depth divides the GPUs"
-        notes.append(f"{schedule} was not possible at any P up to the cap: {reason}")
+        cap = _cap(manifest, schedule, virtual, settings)
+        per_rank = _stages_per_rank(schedule, virtual)
+        bound = (
+            "the policy's max_pipeline"
+            if cap == settings["planner"]["max_pipeline"]
+            else f"{manifest.model.layers} layers, {per_rank} "
+            f"{'stage' if per_rank == 1 else 'stages'} per rank"
+        )
+        notes.append(f"{schedule} was not possible at any P up to {cap} ({bound}): {reason}")
     return SearchResult(None, tuple(notes))
