@@ -707,3 +707,36 @@ def test_every_example_has_a_golden_plan_or_is_invalid():
     assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
         f"{n}.{s}" for n in VALID_EXAMPLES for s in ("md", "json")
     )
+
+
+# ---- docs/planner.md stays true -----------------------------------------------------------------
+
+
+def test_docs_policy_examples_load_and_the_activation_coefficient_claim_holds(tmp_path, policies):
+    """docs/planner.md: its policy sets load, and with `activation_coefficient: 12` the frontier
+    MoE with selective recompute plans DualPipe at P = 16, M = 120, infeasible at c = 34."""
+    text = (REPO / "docs" / "planner.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    assert len(blocks) == 2
+    paths = []
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"doc{i}.yaml"
+        path.write_text(block, encoding="utf-8")
+        paths.append(str(path))
+        load_policies([str(path)])  # raises PolicyError on any problem
+    assert "activation_coefficient: 12" in blocks[0]
+    doc = merged(example("frontier-moe"), {"training": {"activation_recompute": "selective"}})
+    manifest = write(tmp_path, doc)
+    assert plan_of(manifest, policies).status == "infeasible"
+    plan = plan_of(manifest, load_policies([paths[0]]))
+    assert (plan.schedule, plan.pipeline, plan.microbatches) == ("dualpipe", 16, 120)
+
+
+def test_docs_list_every_template_variable(policies):
+    from dpguard.planner.render import plan_context
+
+    text = (REPO / "docs" / "planner.md").read_text(encoding="utf-8")
+    table = text[text.index("The only variable is `plan`") : text.index("## The JSON form")]
+    context = plan_context(plan_of(EXAMPLES / "frontier-moe.yaml", policies), policies)
+    missing = [key for key in context if f"`{key}`" not in table and f"`{key}." not in table]
+    assert missing == []
