@@ -404,3 +404,54 @@ def load_file(path: str) -> SourceDoc:
             _line_col(head, len(head)),
         ) from None
     return load_text(text, path)
+
+
+def root_scalars(path: str, wanted: tuple[str, ...]) -> dict[str, str] | None:
+    """The scalar values of `wanted` keys in the first document's root mapping, reading events
+    only until they are found (a cheap sniff for pre-commit, which passes every YAML file of a
+    repository). None when the file cannot be read or is not YAML at all."""
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            return _root_scalars(_events(handle.read(MAX_BYTES), FAST), wanted)
+    except (OSError, UnicodeDecodeError):
+        return None
+    except Exception as exc:
+        if hasattr(exc, "problem_mark") or hasattr(exc, "position"):
+            return None  # a YAML error from either library
+        raise
+
+
+def _root_scalars(events: Any, wanted: tuple[str, ...]) -> dict[str, str]:
+    stream = iter(events)
+    for event in stream:
+        kind = type(event).__name__
+        if kind not in ("StreamStartEvent", "DocumentStartEvent"):
+            if kind != "MappingStartEvent":
+                return {}  # empty file, a scalar or a sequence at the root
+            break
+    found: dict[str, str] = {}
+    nested, is_key, key = 0, True, None
+    for event in stream:
+        kind = type(event).__name__
+        if kind in ("MappingStartEvent", "SequenceStartEvent"):
+            nested += 1
+            continue
+        if kind in ("MappingEndEvent", "SequenceEndEvent"):
+            if nested == 0:
+                break  # the end of the root mapping
+            nested -= 1
+            if nested:
+                continue
+            value = None  # a collection at the root level just ended
+        elif nested:
+            continue
+        else:
+            value = event.value if kind == "ScalarEvent" else None
+        if is_key:
+            key = value
+        elif key in wanted and value is not None:
+            found.setdefault(key, value)
+            if len(found) == len(wanted):
+                break
+        is_key = not is_key
+    return found

@@ -287,7 +287,9 @@ def test_github_job_with_a_bad_and_a_good_manifest(tmp_path: Path) -> None:
         "::error file=runs/bad run.yaml,line=7,col=3,title=X001::1000 GPUs is not divisible by "
         "tensor x pipeline x context = 3 x 8 x 1 = 24"
     )
-    assert len(annotations) == 7
+    # 7 errors for the bad manifest, then the good manifest's decision as a notice.
+    assert len(annotations) == 8
+    assert annotations[-1].startswith("::notice file=runs/good.yaml,")
     assert "2 manifests checked: 1 passed, 1 failed (7 errors, 0 warnings)" in job.logs["review"]
 
     log = json.loads((change.root / "dpguard.sarif").read_text(encoding="utf-8"))

@@ -42,7 +42,15 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def finding_lines(out: str) -> list[str]:
-    return [line for line in out.splitlines() if FINDING.match(line)]
+    """The finding lines; each valid manifest's positioned `decision:` line is left out."""
+    return [line for line in out.splitlines() if FINDING.match(line) and not DECISION.match(line)]
+
+
+def decision_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if DECISION.match(line)]
+
+
+DECISION = re.compile(r"^[^\s]+:\d+:\d+: info [A-Z][A-Z0-9]*\d{3} decision: ")
 
 
 def summary(out: str) -> tuple[int, ...]:
@@ -65,6 +73,9 @@ def test_valid_manifest_exits_0(capsys: pytest.CaptureFixture[str], valid: str) 
     code, out, err = run(capsys, "review", valid)
     assert code == 0
     assert finding_lines(out) == []
+    assert decision_lines(out) == [
+        "valid.yaml:9:3: info DT004 decision: 1f1b; plan: 1f1b P=2 M=32 T=1 EP=1, bubble 3.03%"
+    ]
     assert summary(out) == (1, 1, 0, 0, 0)
     assert err == ""
 

@@ -319,7 +319,9 @@ def test_github_annotations_for_the_examples(capsys: pytest.CaptureFixture[str])
     assert code == 1
     lines = out.splitlines()
     commands = [line for line in lines if line.startswith("::")]
-    assert len(commands) == 11
+    # 7 errors + 4 warnings, then one decision notice per valid manifest (4).
+    assert len(commands) == 15
+    assert [c.split(" ")[0] for c in commands[11:]] == ["::notice"] * 4
     assert commands[0] == (
         "::warning file=examples/frontier-moe.yaml,line=23,col=3,title=ADV002::61 layers over 16 "
         "pipeline stages is 3.81 per stage: stages will be unbalanced"
@@ -339,8 +341,13 @@ def test_github_a_path_cannot_inject_a_command(
     _, out, _ = review(capsys, "--format", "github", "::stop-commands::x.yaml")
     lines = out.splitlines()
     assert lines[0].startswith("::warning file=%3A%3Astop-commands%3A%3Ax.yaml,line=23,col=3,")
-    assert lines[2].startswith("dpguard: ::stop-commands::x.yaml: decision: dualpipe (DT001)")
-    assert [line.split(" ")[0] for line in lines if line.startswith("::")] == ["::warning"] * 2
+    # The decision is a notice whose file property is escaped like every other annotation.
+    assert lines[2].startswith(
+        "::notice file=%3A%3Astop-commands%3A%3Ax.yaml,line=20,col=3,title=DT001::"
+        "decision: dualpipe"
+    )
+    commands = [line.split(" ")[0] for line in lines if line.startswith("::")]
+    assert commands == ["::warning", "::warning", "::notice"]
 
 
 # ---- markdown ---------------------------------------------------------------------------------

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
-from typing import Any
 
 HELP = "check training manifests (many files per call, as pre-commit passes them)"
 
@@ -76,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.exitcodes import review_exit_code
     from dpguard.policy.load import load_policies
     from dpguard.policy.waivers import load_waivers
-    from dpguard.reporters import Report, render, write_atomic
+    from dpguard.reporters import Report, emit, render, write_atomic
 
     cfg = config.discover()  # flags win: --policy layers after the config's sets
     fail_on = args.fail_on or cfg.fail_on or "error"
@@ -91,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     used: set[int] = set()
     catalog = load_catalog()
     results: list[FileResult] = []
-    input_errors = 0
+    unreadable: list[tuple[str, str]] = []
     paths = [p for p in args.files if declares_manifest(p)] if args.only_manifests else args.files
     for path in paths:
         try:
@@ -103,16 +101,17 @@ def run(args: argparse.Namespace) -> int:
             results.append(result)
         except InputError as exc:  # report it, keep checking the others, exit 2 at the end
             print(f"dpguard: error: {exc}", file=sys.stderr)
-            input_errors += 1
+            unreadable.append((path, str(exc)))
     if waivers is not None:
         for warning in waivers.unused_warnings(used):
             print(warning, file=sys.stderr)
-    report = Report(tuple(results), fail_on, policies)
+    report = Report(tuple(results), fail_on, policies, tuple(unreadable))
+    code = review_exit_code(report.findings, len(unreadable), fail_on)
     if args.output is None or args.output == "-":
-        sys.stdout.write(render(report, args.format, color=_color(sys.stdout)))
+        emit(render(report, args.format, color=_color(sys.stdout)))
     else:
         write_atomic(args.output, render(report, args.format))
-    return review_exit_code(report.findings, input_errors, fail_on)
+    return code
 
 
 def _color(stream: object) -> bool:
@@ -129,56 +128,15 @@ OTHER_KINDS = frozenset({"PolicySet", "PolicyTest", "Waivers"})  # dpguard/v1 fi
 def declares_manifest(path: str) -> bool:
     """Whether `--only-manifests` checks `path`: its first YAML document's root mapping has
     ``kind: TrainingManifest``, or an ``apiVersion: dpguard/...`` without another dpguard kind
-    (so a typo in either key is reported, not skipped). Reads YAML *events* only, up to the two
-    keys, so other YAML (tags, several documents, anchors) costs little and never fails here.
-    A file that cannot be read or is not YAML at all counts as a manifest: review reports it."""
-    import yaml
+    (so a typo in either key is reported, not skipped). Other YAML (tags, several documents,
+    anchors) costs little and never fails here; a file that cannot be read or is not YAML at
+    all counts as a manifest, so review reports it."""
+    from dpguard.yamlsource import root_scalars
 
-    try:
-        with open(path, "rb") as handle:
-            keys = _root_keys(
-                yaml.parse(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-            )
-    except (OSError, yaml.YAMLError):
+    keys = root_scalars(path, ("apiVersion", "kind"))
+    if keys is None:
         return True
     api, kind = keys.get("apiVersion"), keys.get("kind")
     if kind == "TrainingManifest":
         return True
     return api is not None and api.startswith("dpguard/") and kind not in OTHER_KINDS
-
-
-def _root_keys(events: Iterable[Any]) -> dict[str, str]:
-    """The scalar values of ``apiVersion`` and ``kind`` in the first document's root mapping."""
-    import yaml
-
-    stream = iter(events)
-    for event in stream:
-        if not isinstance(event, (yaml.StreamStartEvent, yaml.DocumentStartEvent)):
-            if not isinstance(event, yaml.MappingStartEvent):
-                return {}  # empty file, a scalar or a sequence at the root
-            break
-    found: dict[str, str] = {}
-    nested, is_key, key = 0, True, None
-    for event in stream:
-        if isinstance(event, yaml.CollectionStartEvent):
-            nested += 1
-            continue
-        if isinstance(event, yaml.CollectionEndEvent):
-            if nested == 0:
-                break  # the end of the root mapping
-            nested -= 1
-            if nested:
-                continue
-            value = None  # a collection at the root level just ended
-        elif nested:
-            continue
-        else:
-            value = event.value if isinstance(event, yaml.ScalarEvent) else None
-        if is_key:
-            key = value
-        elif key in ("apiVersion", "kind") and value is not None:
-            found.setdefault(key, value)
-            if len(found) == 2:
-                break
-        is_key = not is_key
-    return found

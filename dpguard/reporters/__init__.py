@@ -21,7 +21,7 @@ from dpguard.reporters.model import (
     plan_summary,
     policy_line,
 )
-from dpguard.reporters.output import write_atomic
+from dpguard.reporters.output import emit, write_atomic
 from dpguard.reporters.sarif import render_sarif
 from dpguard.reporters.text import render_text
 
@@ -56,6 +56,7 @@ __all__ = [
     "Report",
     "decision_dict",
     "decision_line",
+    "emit",
     "finding_dict",
     "formats",
     "plan_data",

@@ -3,13 +3,14 @@
 ``::error file=PATH,line=N,col=N,title=CODE::message`` (``::warning`` / ``::notice`` for the other
 severities; waived findings become notices). Escaping follows the runner's
 (actions/toolkit core/src/command.ts): in the message ``%``, CR and LF; in property values also
-``:`` and ``,``. Decision and summary lines follow as plain log lines.
+``:`` and ``,``. Each manifest's decision is a notice at the key the deciding rule tests; the
+policy and summary lines follow as plain log lines.
 """
 
 from __future__ import annotations
 
 from dpguard.findings import Finding, Severity
-from dpguard.reporters.model import Report, decision_line, policy_line, summary_line
+from dpguard.reporters.model import Report, decision_finding, policy_line, summary_line
 
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -37,14 +38,9 @@ def annotation(finding: Finding) -> str:
     return f"::{command} {props}::{escape_data(message)}"
 
 
-def plain(line: str) -> str:
-    """A log line that the runner cannot take for a command (a path may start with ``::``)."""
-    return f"dpguard: {line}" if line.startswith("::") else line
-
-
 def render_github(report: Report, *, color: bool = False) -> str:
     lines = [annotation(f) for f in report.findings]
-    lines += [plain(line) for line in map(decision_line, report.results) if line]
+    lines += [annotation(f) for f in map(decision_finding, report.results) if f]
     if report.policies is not None:
         lines.append(policy_line(report.policies))
     lines.append(summary_line(report))

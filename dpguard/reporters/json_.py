@@ -56,6 +56,7 @@ def report_dict(report: Report) -> dict[str, Any]:
             }
             for r in report.results
         ],
+        "unreadable": [{"path": path, "message": why} for path, why in report.unreadable],
         "summary": report.summary(),
     }
 

@@ -17,6 +17,7 @@ from dpguard.check import FileResult
 from dpguard.codes import CODES
 from dpguard.findings import Finding, Severity
 from dpguard.planner.plan import Plan
+from dpguard.policy.facts import FACTS
 from dpguard.policy.model import KIND_SEVERITY, Policies, Rule
 
 REPORT_VERSION = 1
@@ -39,6 +40,7 @@ class Report:
     results: tuple[FileResult, ...]
     fail_on: str = "error"
     policies: Policies | None = None
+    unreadable: tuple[tuple[str, str], ...] = ()  # (path, why) for paths that are not files
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -123,35 +125,52 @@ def summary_line(report: Report) -> str:
     )
 
 
-def decision_text(result: FileResult) -> str | None:
+def decision_text(result: FileResult, with_rule: bool = True) -> str | None:
     """The policy decision, the plan, and the proposal beside it (no path)."""
     outcome, plan = result.outcome, result.plan
     if outcome is None or outcome.decision is None:
         return None
     chain = "".join(f" -> {r.recommend} ({r.id})" for r in outcome.redirects)
-    line = f"decision: {outcome.decision.recommend} ({outcome.decision.id}){chain}"
+    rule = f" ({outcome.decision.id})" if with_rule else ""
+    line = f"decision: {outcome.decision.recommend}{rule}{chain}"
     if plan is not None:
         line += f"; plan: {plan_summary(plan)}"
-    facts = outcome.facts
-    if result.manifest and result.manifest.parallelism and facts.get("proposal.schedule"):
-        line += (
-            f"; proposal: {facts['proposal.schedule']} P={result.manifest.parallelism.pipeline} "
-            f"M={result.manifest.microbatches}, bubble {_pct(facts.get('proposal.bubble'))}"
+    facts, m = outcome.facts, result.manifest
+    if m is not None and m.parallelism is not None and facts.get("proposal.schedule"):
+        named = m.parallelism.schedule
+        line += f"; proposal: P={m.parallelism.pipeline} M={m.microbatches}, " + (
+            f"{named}, bubble {_pct(facts.get('proposal.bubble'))}"
+            if named
+            else "schedule left to dpguard"
         )
     return line
 
 
+def decision_finding(result: FileResult) -> Finding | None:
+    """The decision as an info-level finding, at the manifest key the deciding rule tests first
+    (e.g. model.architecture for DT001), so every format can place it like any finding."""
+    text = decision_text(result, with_rule=False)
+    if text is None or result.outcome is None or result.manifest is None:
+        return None
+    rule = result.outcome.decision
+    assert rule is not None  # decision_text returned text
+    spec = FACTS.get(rule.at)
+    line, col = result.manifest.position((spec.anchor if spec else "") or rule.at)
+    return Finding(result.path, line, col, rule.id, Severity.INFO, text, kind="decision")
+
+
 def decision_line(result: FileResult) -> str | None:
-    """One line per manifest: the policy decision, the plan, and the proposal beside it."""
-    text = decision_text(result)
-    return None if text is None else f"{result.path}: {text}"
+    """One grep-able line per manifest: ``path:line:col: info RULE decision: ...``."""
+    finding = decision_finding(result)
+    return None if finding is None else finding.format()
 
 
 def plan_summary(plan: Plan) -> str:
     if plan.status == "infeasible":
         return "no feasible pipeline plan (" + "; ".join(plan.notes) + ")"
     if plan.status in ("refused", "no-pipeline"):
-        return f"no pipeline ({plan.status}), tensor {plan.tensor} x data {plan.data_parallel}"
+        why = "refused" if plan.status == "refused" else "the model fits one GPU"
+        return f"no pipeline ({why}): tensor {plan.tensor} x data {plan.data_parallel}"
     chosen, baseline = plan.numbers(plan.schedule), plan.numbers("1f1b")
     text = (
         f"{plan.schedule} P={plan.pipeline} M={plan.microbatches} T={plan.tensor} "

@@ -1,4 +1,5 @@
-"""Write a report file atomically: a temporary file in the same directory, then a rename.
+"""Write a report: to stdout, or to a file atomically (a temporary file in the same directory,
+then a rename).
 
 A reader never sees a half-written report, and on any error nothing is left behind: neither the
 target (an existing one stays as it was) nor the temporary file.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -44,3 +46,16 @@ def write_atomic(path: str, text: str) -> None:
         if isinstance(exc, OSError):
             raise OutputError(f"cannot write the report to {path}: {exc.strerror or exc}") from None
         raise
+
+
+def emit(text: str) -> None:
+    """Write to stdout. A reader that goes away (`dpguard review ... | head`) must not turn the
+    review's verdict into a success or a traceback: the rest of the output is dropped and the
+    caller still returns its exit code."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would flush stdout again at exit and fail the same way: point it at devnull.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
