@@ -297,9 +297,11 @@ def memory_per_gpu(
         f"{unsharded.optimizer:g}), ZeRO-{training.zero_stage} over {dense_d} (dense)"
         f"{expert_d} ranks",
         f"worst rank: {layers_on_rank(model, parallel)} of {model.layers} layers, "
-        f"{dense:.4g} dense + {expert:.4g} expert params, x{schedule.param_copies} copies",
+        f"{dense:.4g} dense + {expert:.4g} expert params"
+        + (f", x{schedule.param_copies} parameter copies" if schedule.param_copies > 1 else ""),
         f"activations Korthikanti {act_form}, c = {model.activation_coefficient:g}, SP "
-        f"{'on' if parallel.sequence_parallel else 'off'}, {schedule.in_flight_units:g} units",
+        f"{'on' if parallel.sequence_parallel else 'off'}, {schedule.in_flight_units:g} "
+        f"micro-batch{'' if schedule.in_flight_units == 1 else 'es'} in flight",
     )
     return MemoryBreakdown(
         weights=weights,
