@@ -79,3 +79,17 @@ def test_config_schema_error_is_positioned(repo: Path, capsys: pytest.CaptureFix
     assert main(["review", "../m.yaml"]) == 2
     err = capsys.readouterr().err
     assert f"{repo / '.dpguard.yaml'}:1:1: fail_on is 'never'; allowed: error, warning" in err
+
+
+@pytest.mark.parametrize("command", ["plan", "review", "rules"])
+def test_every_judging_command_sees_the_repository_stack(
+    repo: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # Disabling DT004 (1F1B under 100 GPUs) sends the 64-GPU run to DT003 (Zero Bubble) in
+    # `plan` exactly as in `review`: one layered stack for every command.
+    setup(repo, "TM001", disable="DT004")
+    args = {"plan": ["plan", "../m.yaml"], "review": ["review", "../m.yaml"], "rules": ["rules"]}
+    assert main(args[command]) == 0
+    out = capsys.readouterr().out
+    assert "TM001" in out if command == "rules" else "DT003" in out
+    assert "DT004" not in out

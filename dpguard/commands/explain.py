@@ -5,18 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from dpguard.commands._policies import add_policy_option
+
 HELP = "print one policy rule's documentation"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("rule", metavar="ID", help="rule id, e.g. HR003")
-    parser.add_argument(
-        "--policy",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="extra policy set file or directory, layered over the shipped ones (repeatable)",
-    )
+    add_policy_option(parser)
 
 
 def condition_data(condition: Any) -> Any:
@@ -43,7 +39,8 @@ def dump_yaml(data: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpguard.commands.rules import load, severity_name
+    from dpguard.commands._policies import load
+    from dpguard.commands.rules import severity_name
     from dpguard.errors import UsageError
     from dpguard.policy.conditions import hint
 

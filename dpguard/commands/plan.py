@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from dpguard.commands._policies import add_policy_option
+
 HELP = "recommend P, M and a schedule for a manifest and print the one-page plan"
 
 
@@ -14,13 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format", choices=("markdown", "json"), default="markdown", help="default: markdown"
     )
-    parser.add_argument(
-        "--policy",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="extra policy set file or directory, layered over the shipped ones (repeatable)",
-    )
+    add_policy_option(parser)
     parser.add_argument(
         "--templates", metavar="DIR", help="directory with your own plan.md.j2 and rollback.md.j2"
     )
@@ -28,11 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dpguard.check import check_file
+    from dpguard.commands._policies import load
     from dpguard.exitcodes import ExitCode
     from dpguard.planner.render import plan_dict, render_markdown
-    from dpguard.policy.load import load_policies
 
-    policies = load_policies(args.policy)
+    policies = load(args.policy)  # the same layered stack review judges with
     result = check_file(args.file, None, policies)
     if result.manifest is None or result.outcome is None or result.plan is None:
         for finding in result.findings:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dpguard.commands._policies import add_policy_option
+
 HELP = "check training manifests (many files per call, as pre-commit passes them)"
 
 
@@ -31,13 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "or an apiVersion: dpguard/... and no other dpguard kind; a file that is not YAML at "
         "all is still reported",
     )
-    parser.add_argument(
-        "--policy",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="extra policy set file or directory, layered over the shipped ones (repeatable)",
-    )
+    add_policy_option(parser)
     parser.add_argument(
         "--fail-on",
         choices=("error", "warning"),
@@ -70,16 +66,16 @@ def run(args: argparse.Namespace) -> int:
     from dpguard import config
     from dpguard.catalog import load_catalog
     from dpguard.check import FileResult, check_file
+    from dpguard.commands._policies import load
     from dpguard.errors import InputError
     from dpguard.exitcodes import review_exit_code
-    from dpguard.policy.load import load_policies
     from dpguard.policy.waivers import load_waivers
     from dpguard.reporters import Report, emit, render, write_atomic
 
     cfg = config.discover()  # flags win: --policy layers after the config's sets
     fail_on = args.fail_on or cfg.fail_on or "error"
     # a broken policy, config or waivers file stops everything: exit 2
-    policies = load_policies([*cfg.policies, *args.policy], cfg.disable, cfg.disable_at)
+    policies = load(args.policy, cfg)
     today = args.date or dt.date.today()
     waivers = (
         load_waivers(cfg.waivers, policies, today, Path(cfg.path).parent.resolve())

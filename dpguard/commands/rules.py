@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from dpguard.commands._policies import add_policy_option, load
+
 HELP = "list the loaded policy rules (id, kind, severity, title, set@version)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--policy",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="extra policy set file or directory, layered over the shipped ones (repeatable)",
-    )
+    add_policy_option(parser)
 
 
 def severity_name(rule: object) -> str:
@@ -26,14 +22,6 @@ def severity_name(rule: object) -> str:
     if rule.kind == "refuse":
         return "error|info"  # error when it refuses the proposal, info when it only redirects
     return KIND_SEVERITY[rule.kind].value
-
-
-def load(extra: list[str]) -> object:
-    from dpguard import config
-    from dpguard.policy.load import load_policies
-
-    cfg = config.discover()
-    return load_policies([*cfg.policies, *extra], cfg.disable, cfg.disable_at)
 
 
 def run(args: argparse.Namespace) -> int:

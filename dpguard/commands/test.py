@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dpguard.commands._policies import add_policy_option
+
 HELP = "run policy test cases (kind: PolicyTest); default: the shipped cases"
 
 
@@ -17,13 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(.dpguard.yaml) plus --policy; default: the shipped cases, judged by the shipped sets "
         "plus --policy",
     )
-    parser.add_argument(
-        "--policy",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="extra policy set file or directory, layered over the shipped ones (repeatable)",
-    )
+    add_policy_option(parser)
     parser.add_argument(
         "--require-coverage",
         action="store_true",
@@ -33,14 +29,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dpguard import config
+    from dpguard.commands._policies import load
     from dpguard.exitcodes import ExitCode
-    from dpguard.policy.load import expand, load_policies
+    from dpguard.policy.load import expand
     from dpguard.policy.testing import run_files, shipped_tests
 
     # A team's cases test the team's stack, as `review` would judge; the shipped cases test the
     # shipped sets, so a repository's overrides and disables cannot break them.
     cfg = config.discover() if args.paths else config.NO_CONFIG
-    policies = load_policies([*cfg.policies, *args.policy], cfg.disable, cfg.disable_at)
+    policies = load(args.policy, cfg)
     paths = expand(args.paths) if args.paths else shipped_tests()
     result = run_files(paths, policies)
     for case in result.cases:

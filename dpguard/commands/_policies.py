@@ -1,0 +1,32 @@
+"""The `--policy` option and policy loading shared by the commands that judge manifests, so that
+`review`, `plan`, `rules`, `explain` and `test` see the same layered stack: the shipped sets,
+then the repository's .dpguard.yaml sets and disables, then the command line's --policy sets."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dpguard.config import Config
+    from dpguard.policy.model import Policies
+
+
+def add_policy_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="extra policy set file or directory, layered over the shipped ones (repeatable)",
+    )
+
+
+def load(extra: Sequence[str], cfg: Config | None = None) -> Policies:
+    """The layered stack; `cfg` defaults to the .dpguard.yaml found from the current directory."""
+    from dpguard import config
+    from dpguard.policy.load import load_policies
+
+    cfg = config.discover() if cfg is None else cfg
+    return load_policies([*cfg.policies, *extra], cfg.disable, cfg.disable_at)
