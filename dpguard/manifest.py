@@ -132,7 +132,7 @@ class Manifest:
         """The normalised values as plain data (for JSON reports and policy facts)."""
         # Field by field: asdict(self) would first deep-copy the source's position maps.
         return {
-            f.name: asdict(value) if is_dataclass(value) else value
+            f.name: asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
             for f in fields(self)
             if f.name not in ("source", "path")
             for value in (getattr(self, f.name),)

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from functools import cache
 from importlib import resources
-from importlib.resources.abc import Traversable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpguard.errors import ConfigError
+
+if TYPE_CHECKING:  # importlib.resources.abc only exists from Python 3.11
+    from importlib.abc import Traversable
 
 
 def packaged(package: str, name: str = "") -> Traversable:

@@ -150,7 +150,9 @@ def schema_problems(validator: Any, doc: SourceDoc) -> Iterator[tuple[Path, str,
             yield path, "S002", f"{where} is missing the required key {missing!r}"
         elif keyword == "type":
             types = error.validator_value
-            names = [_TYPE_NAMES.get(t, t) for t in (types if isinstance(types, list) else [types])]
+            names = [
+                str(_TYPE_NAMES.get(t, t)) for t in (types if isinstance(types, list) else [types])
+            ]
             expected = " or ".join(names)
             yield path, "S003", f"{where} must be {expected}, not {_describe(error.instance)}"
         elif keyword in ("enum", "const"):
@@ -214,7 +216,7 @@ class _Raw:
             node = node[part]
         return None if path in self.broken else node
 
-    def int(self, dotted_path: str, default: int | None = None) -> int | None:
+    def integer(self, dotted_path: str, default: int | None = None) -> int | None:
         value = self.get(dotted_path, default)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -261,7 +263,7 @@ def _cross_field(raw: _Raw, catalog: Catalog) -> Iterator[tuple[str, str, str]]:
                     f"a custom accelerator needs cluster.{key}",
                 )
 
-    gpus, per_node = raw.int("cluster.gpus"), raw.int("cluster.gpus_per_node", 8)
+    gpus, per_node = raw.integer("cluster.gpus"), raw.integer("cluster.gpus_per_node", 8)
     if gpus and per_node and gpus > per_node and gpus % per_node:
         yield (
             "cluster.gpus",
@@ -288,9 +290,9 @@ def _cross_field(raw: _Raw, catalog: Catalog) -> Iterator[tuple[str, str, str]]:
                 f"a dense model activates all its parameters: active_params ({active:,}) "
                 f"must equal total_params ({total:,}) or be left out",
             )
-        if (raw.int("parallelism.expert") or 1) > 1:
+        if (raw.integer("parallelism.expert") or 1) > 1:
             yield "parallelism.expert", "X006", "expert parallelism is set on a dense model"
-    experts, top_k = raw.int("model.experts"), raw.int("model.experts_per_token")
+    experts, top_k = raw.integer("model.experts"), raw.integer("model.experts_per_token")
     if experts and top_k and top_k >= experts:
         yield (
             "model.experts_per_token",
@@ -302,11 +304,11 @@ def _cross_field(raw: _Raw, catalog: Catalog) -> Iterator[tuple[str, str, str]]:
 
     if raw.get("parallelism") is None:
         return
-    tp, pp = raw.int("parallelism.tensor", 1), raw.int("parallelism.pipeline", 1)
-    cp, ep = raw.int("parallelism.context", 1), raw.int("parallelism.expert", 1)
-    vs = raw.int("parallelism.virtual_stages", 1)
-    heads, seq = raw.int("model.attention_heads"), raw.int("model.seq_len")
-    layers = raw.int("model.layers")
+    tp, pp = raw.integer("parallelism.tensor", 1), raw.integer("parallelism.pipeline", 1)
+    cp, ep = raw.integer("parallelism.context", 1), raw.integer("parallelism.expert", 1)
+    vs = raw.integer("parallelism.virtual_stages", 1)
+    heads, seq = raw.integer("model.attention_heads"), raw.integer("model.seq_len")
+    layers = raw.integer("model.layers")
     if heads and tp and heads % tp:
         # Megatron-LM arguments.py: num_attention_heads % tensor_model_parallel_size == 0
         yield (
@@ -347,7 +349,10 @@ def _cross_field(raw: _Raw, catalog: Catalog) -> Iterator[tuple[str, str, str]]:
             f"{tp} x {pp} x {cp} = {tp * pp * cp}",
         )
         return
-    gbs, mbs = raw.int("training.global_batch_size"), raw.int("training.micro_batch_size", 1)
+    gbs, mbs = (
+        raw.integer("training.global_batch_size"),
+        raw.integer("training.micro_batch_size", 1),
+    )
     if not (gbs and mbs):
         return
     dp, micro = derived_sizes(gpus, tp, pp, cp, gbs, mbs)
@@ -369,7 +374,7 @@ def _cross_field(raw: _Raw, catalog: Catalog) -> Iterator[tuple[str, str, str]]:
             f"= {mbs} x {dp} = {mbs * dp}",
         )
         return
-    explicit = raw.int("parallelism.microbatches")
+    explicit = raw.integer("parallelism.microbatches")
     if explicit is not None and explicit != micro:
         yield (
             "parallelism.microbatches",
@@ -390,7 +395,7 @@ def _parameter_split(
     """The parameters must leave something for the transformer layers once the embeddings
     (vocab x hidden, twice unless tied) and, for MoE, the routed experts are taken out: the
     memory model splits them the same way (dpguard/memory.py expert_params/embedding_params)."""
-    vocab, hidden = raw.int("model.vocab_size"), raw.int("model.hidden_size")
+    vocab, hidden = raw.integer("model.vocab_size"), raw.integer("model.hidden_size")
     limit = _QUANTITY_MAX["model.total_params"]
     if not (total and vocab and hidden) or arch not in ("moe", "dense") or total > limit:
         return  # out-of-range totals are X016's to report

@@ -218,7 +218,8 @@ def _fold(events: Any, name: str) -> SourceDoc:
             if not isinstance(value, str):
                 raise YamlLoadError("Y005", "mapping keys must be strings", where)
             if value in top.container:
-                first = keys[(*top.path, value)]
+                first_path = (*top.path, value)
+                first = keys[first_path]
                 raise YamlLoadError(
                     "Y005",
                     f"duplicate key {value!r} (first defined at line {first.line})",
@@ -358,8 +359,10 @@ def load_text(text: str, name: str, fast: bool | None = None) -> SourceDoc:
         mark = exc.problem_mark or getattr(exc, "context_mark", None)
         where = _pos(mark) if mark is not None else Position(1, 1)
         context = getattr(exc, "context", None)
-        problem = exc.problem or context or "cannot parse"
-        if exc.problem and context:  # e.g. "while parsing a flow sequence" and its start
+        problem = getattr(exc, "problem", None) or context or "cannot parse"
+        if (
+            getattr(exc, "problem", None) and context
+        ):  # e.g. "while parsing a flow sequence" and its start
             started = getattr(exc, "context_mark", None)
             at = f" that starts at line {started.line + 1}" if started is not None else ""
             problem += f" ({context}{at})"

@@ -70,7 +70,7 @@ def test_every_block_is_one_this_file_tests() -> None:
 
 
 def test_readme_links_the_ci_docs() -> None:
-    assert "[`docs/ci.md`](docs/ci.md)" in (REPO / "README.md").read_text(encoding="utf-8")
+    assert "](docs/ci.md)" in (REPO / "README.md").read_text(encoding="utf-8")
 
 
 # ---- a repository whose last commit changes some files -----------------------------------------

@@ -45,11 +45,11 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.policy.conditions import hint
 
     policies = load(args.policy)
-    rule = policies.get(args.rule)  # type: ignore[attr-defined]
+    rule = policies.get(args.rule)
     if rule is None:
-        ids = [r.id for r in policies.rules]  # type: ignore[attr-defined]
+        ids = [r.id for r in policies.rules]
         raise UsageError(f"unknown rule {args.rule}{hint(args.rule, ids)}")
-    policy_set = next(s for s in policies.sets if s.name == rule.policy)  # type: ignore[attr-defined]
+    policy_set = next(s for s in policies.sets if s.name == rule.policy)
     lines = [
         f"{rule.id}: {rule.title}",
         f"kind: {rule.kind} (severity {severity_name(rule)})",

@@ -103,8 +103,9 @@ def source_from_data(data: dict[str, Any], name: str, at: Position) -> SourceDoc
         elif isinstance(node, list):
             items = enumerate(node)
         for key, value in items:
-            positions[(*path, key)] = at
-            walk(value, (*path, key))
+            child = (*path, key)
+            positions[child] = at
+            walk(value, child)
 
     walk(data, ())
     return SourceDoc(name, data, positions, dict(positions))
