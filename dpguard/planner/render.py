@@ -16,7 +16,7 @@ from dpguard.memory import GIB
 from dpguard.planner.plan import Plan, ScheduleNumbers
 from dpguard.policy.model import Policies
 from dpguard.policy.templates import _thousands
-from dpguard.report import finding_dict, policy_line
+from dpguard.reporters import finding_dict, policy_line
 
 TITLES = {
     "gpipe": "GPipe",
