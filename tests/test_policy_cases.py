@@ -60,9 +60,9 @@ def test_failing_cases_are_positioned(tmp_path: Path, capsys: pytest.CaptureFixt
     path.write_text(FAILING, encoding="utf-8")
     assert main(["test", str(path)]) == 1
     assert capsys.readouterr().out.splitlines() == [
-        f"{path}:26:5: case wrong schedule: expected schedule 1f1b, got zb1p",
-        f"{path}:26:5: case wrong schedule: expected fired [RF003], got fired [DT003]",
-        f"{path}:26:5: case wrong schedule: expected not fired [DT003], got fired [DT003]",
+        # One line per failing case, every unmet expectation of the case on it.
+        f"{path}:26:5: case wrong schedule: expected schedule 1f1b, got zb1p; "
+        "expected fired [RF003], got fired [DT003]; expected not fired [DT003], got fired [DT003]",
         f"{path}:30:5: case wrongly invalid: expected an invalid manifest, got a valid one",
         "1 passed, 2 failed",
     ]

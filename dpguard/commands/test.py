@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     paths = expand(args.paths) if args.paths else shipped_tests()
     result = run_files(paths, policies)
     for case in result.cases:
-        for line in case.lines():
+        if (line := case.report_line()) is not None:
             print(line)
     failed = result.failed > 0
     if args.require_coverage and result.uncovered:

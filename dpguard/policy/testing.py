@@ -48,8 +48,11 @@ class CaseResult:
     def passed(self) -> bool:
         return not self.failures
 
-    def lines(self) -> list[str]:
-        return [f"{self.file}:{self.line}:{self.col}: case {self.name}: {f}" for f in self.failures]
+    def report_line(self) -> str | None:
+        """One line per failing case, every unmet expectation in it (None when it passed)."""
+        if self.passed:
+            return None
+        return f"{self.file}:{self.line}:{self.col}: case {self.name}: " + "; ".join(self.failures)
 
 
 @dataclass(frozen=True)
