@@ -78,8 +78,8 @@ def test_planned_with_the_dualpipe_replication_row(capsys):
         "| Expected bubble | **3.23%** (exact simulation); 1F1B at the same P and M: 10.45% |\n"
         in out
     )
-    assert "| dualpipe (chosen) | 3.23% | 2,724,509 | 219,718 saved |\n" in out
-    assert "| 1f1b | 10.45% | 2,944,228 | baseline |\n" in out
+    assert "| dualpipe (chosen) | 3.23% | 2,724,509 | 219,718 saved | allowed |\n" in out
+    assert "| 1f1b | 10.45% | 2,944,228 | baseline | allowed |\n" in out
 
 
 def test_planned_without_the_replication_row(capsys):
@@ -91,7 +91,11 @@ def test_planned_without_the_replication_row(capsys):
     assert "| Expected bubble | **3.03%** (exact simulation) |\n" in out
     assert "| GPU-hours for 1T tokens | 159,144 |\n" in out
     assert "| All-to-all kernel | none needed (no expert parallelism) |\n" in out
-    assert "| 1f1b (chosen) | 3.03% | 159,144 | baseline |\n" in out
+    assert "| 1f1b (chosen) | 3.03% | 159,144 | baseline | allowed |\n" in out
+    # The comparison says which schedules the policies would not allow at this P and M.
+    assert (
+        "| dualpipe | 0.00% | 154,321 | 4,823 saved | not allowed: HR001, HR009, RF001 |\n" in out
+    )
 
 
 def test_no_pipeline_branch(capsys):

@@ -142,9 +142,10 @@ def _op_seconds(manifest: Manifest, c: Candidate, settings: Mapping[str, Any]) -
     }
 
 
-def _judge(policies: Policies, manifest: Manifest, c: Candidate, schedule: str) -> tuple[Any, ...]:
-    """Evaluate the plan's own strategy with the same rules a proposal gets."""
-    s = c.strategy
+def _judge(
+    policies: Policies, manifest: Manifest, s: sizing.Strategy, mbs: int, schedule: str
+) -> tuple[Any, ...]:
+    """Evaluate a strategy with `schedule` by the same rules a proposal gets."""
     p = manifest.parallelism
     proposal = Parallelism(
         tensor=s.tensor,
@@ -159,7 +160,7 @@ def _judge(policies: Policies, manifest: Manifest, c: Candidate, schedule: str) 
     planned = replace(
         manifest,
         parallelism=proposal,
-        training=replace(manifest.training, micro_batch_size=c.micro_batch_size),
+        training=replace(manifest.training, micro_batch_size=mbs),
         data_parallel=sizing.data_parallel(manifest, s),
         microbatches=s.microbatches,
     )
@@ -228,6 +229,31 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
         rollback_to=simpler if threshold is not None else None,
         rollback_threshold=threshold,
         expected_utilization=expected,
-        plan_findings=_judge(policies, manifest, c, schedule) if c and schedule else (),
+        plan_findings=_judge(policies, manifest, c.strategy, c.micro_batch_size, schedule)
+        if c and schedule
+        else (),
         notes=tuple(notes),
     )
+
+
+def judge_schedules(plan: Plan, policies: Policies) -> dict[str, tuple[str, ...]]:
+    """For each schedule the plan compares and could simulate: the ids of the rejects and
+    refusals that would judge it at the plan's P, M, T and EP (empty: the policies allow it).
+    Computed on demand for the plan page and the plan data: six policy evaluations, which the
+    text review does not need."""
+    out: dict[str, tuple[str, ...]] = {}
+    for c in plan.candidates:
+        if c.bubble is None:
+            continue
+        s = sizing.Strategy(
+            c.schedule,
+            plan.tensor,
+            plan.pipeline,
+            plan.expert,
+            plan.context,
+            c.virtual_stages,
+            plan.microbatches,
+        )
+        findings = _judge(policies, plan.manifest, s, plan.micro_batch_size, c.schedule)
+        out[c.schedule] = tuple(dict.fromkeys(f.code for f in findings))
+    return out

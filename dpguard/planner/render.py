@@ -13,7 +13,7 @@ from typing import Any
 from dpguard import sizing
 from dpguard.errors import ConfigError
 from dpguard.memory import GIB
-from dpguard.planner.plan import Plan, ScheduleNumbers
+from dpguard.planner.plan import Plan, ScheduleNumbers, judge_schedules
 from dpguard.policy.model import Policies
 from dpguard.policy.templates import _thousands
 from dpguard.reporters import finding_dict, policy_line
@@ -36,7 +36,9 @@ def _gb(value: float) -> str:
     return f"{value / GIB:.1f}"
 
 
-def _candidate(c: ScheduleNumbers, baseline: ScheduleNumbers | None) -> dict[str, Any]:
+def _candidate(
+    c: ScheduleNumbers, baseline: ScheduleNumbers | None, rejects: tuple[str, ...] = ()
+) -> dict[str, Any]:
     vs = "baseline" if c.schedule == "1f1b" else ""
     if vs == "" and c.gpu_hours is not None and baseline and baseline.gpu_hours is not None:
         delta = baseline.gpu_hours - c.gpu_hours
@@ -48,6 +50,7 @@ def _candidate(c: ScheduleNumbers, baseline: ScheduleNumbers | None) -> dict[str
         "gpu_hours": c.gpu_hours,
         "vs_1f1b": vs,
         "violations": "; ".join(c.violations),
+        "policy": ("not allowed: " + ", ".join(rejects)) if rejects else "allowed",
     }
 
 
@@ -92,6 +95,7 @@ def _proposal(plan: Plan) -> dict[str, Any] | None:
 def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
     """Everything the templates may use, as plain data (also the basis of the JSON form)."""
     m = plan.manifest
+    verdicts = judge_schedules(plan, policies)
     baseline = plan.numbers("1f1b")
     chosen = plan.numbers(plan.schedule)
     memory = plan.memory
@@ -167,7 +171,10 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "saved_vs_1f1b": (baseline.gpu_hours - chosen.gpu_hours)
         if baseline and chosen and baseline.gpu_hours is not None and chosen.gpu_hours is not None
         else 0,
-        "candidates": [_candidate(c, baseline) for c in plan.candidates],
+        "candidates": [
+            _candidate(c, baseline, verdicts.get(c.schedule, ())) for c in plan.candidates
+        ],
+        "verdicts": {name: list(ids) for name, ids in verdicts.items()},
         "refusal": {
             "id": refusal.id if refusal else "",
             "message": refusal_finding.message if refusal_finding else "",
@@ -287,6 +294,7 @@ def plan_dict(plan: Plan, policies: Policies) -> dict[str, Any]:
                 "gpu_hours": c.gpu_hours,
                 "makespan_forward_chunks": c.makespan_chunks,
                 "violations": list(c.violations),
+                "policy_rejects": context["verdicts"].get(c.schedule, []),
                 "virtual_stages": c.virtual_stages,
             }
             for c in plan.candidates
