@@ -112,7 +112,7 @@ def evaluate(policies: Policies, manifest: Manifest, base_facts: Mapping[str, An
         else proposed == schedule
         or (schedule == decision.recommend and proposed in decision.acceptable)
     )
-    facts.update(sized_facts(manifest, policies.settings, schedule))
+    facts.update(sized_facts(manifest, policies.settings, schedule, policies.uses))
     for rule in policies.rules:
         if rule.kind in ("reject", "advise") and rule.when.holds(facts):
             findings.append(

@@ -203,7 +203,41 @@ _SPECS = (
     ),
 )
 
-FACTS: dict[str, FactSpec] = {spec.path: spec for spec in _SPECS}
+# Per schedule, at the proposal's P, M, T, EP and C (unset when nothing is proposed or the
+# schedule cannot run there). Computed only when a loaded rule names one (Policies.uses): six
+# simulations and memory models per manifest are not free.
+_PER_SCHEDULE = tuple(
+    spec
+    for name in SCHEDULES
+    for spec in (
+        _f(
+            f"schedules.{name}.bubble",
+            "number",
+            f"exact bubble fraction of {name}",
+            anchor="parallelism.pipeline",
+        ),
+        _f(
+            f"schedules.{name}.gpu_hours",
+            "number",
+            f"GPU-hours of the token budget with {name}",
+            anchor="parallelism.pipeline",
+        ),
+        _f(
+            f"schedules.{name}.stage_memory_gb",
+            "number",
+            f"GiB per GPU of the worst stage under {name}",
+            anchor="parallelism.pipeline",
+        ),
+        _f(
+            f"schedules.{name}.stage_fits",
+            "bool",
+            f"the worst stage fits with the policy headroom under {name}",
+            anchor="parallelism.pipeline",
+        ),
+    )
+)
+
+FACTS: dict[str, FactSpec] = {spec.path: spec for spec in (*_SPECS, *_PER_SCHEDULE)}
 ROOTS = frozenset(path.split(".")[0] for path in FACTS)
 # Facts the engine sets only after the decision table and the refusals have run (the decision,
 # the plan, and `sized_facts`). Decision and refuse rules cannot test them: they would always be
@@ -211,7 +245,7 @@ ROOTS = frozenset(path.split(".")[0] for path in FACTS)
 LATE_FACTS = frozenset(
     path
     for path in FACTS
-    if path.split(".")[0] in ("decision", "plan", "proposal", "policy")
+    if path.split(".")[0] in ("decision", "plan", "proposal", "policy", "schedules")
     or path == "derived.model_fits_one_gpu"
 )
 
@@ -247,7 +281,10 @@ def manifest_facts(manifest: Manifest) -> dict[str, Any]:
 
 
 def sized_facts(
-    manifest: Manifest, settings: Mapping[str, Any], plan_schedule: str | None
+    manifest: Manifest,
+    settings: Mapping[str, Any],
+    plan_schedule: str | None,
+    uses: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Facts that need the memory model, the simulator and GPU-hours, once the plan's schedule
     is known. Proposal facts stay unset when nothing is proposed or the schedule's constraints
@@ -267,6 +304,9 @@ def sized_facts(
         "plan.gpu_hours",
     )
     facts.update(dict.fromkeys(names))
+    per_schedule = any(f == "schedules" or f.startswith("schedules.") for f in uses)
+    if per_schedule:
+        facts.update(dict.fromkeys(spec.path for spec in _PER_SCHEDULE))
     p, micro = manifest.parallelism, manifest.microbatches
     schedule = (p.schedule or plan_schedule) if p is not None else None
     if p is None or micro is None or schedule is None:
@@ -285,7 +325,10 @@ def sized_facts(
         facts["proposal.stage_memory_gb"] = breakdown.total / sizing.GIB
         facts["proposal.stage_fits"] = sizing.fits(manifest, breakdown, settings)
         facts["proposal.replication_gb"] = breakdown.replication_extra / sizing.GIB
-    for prefix, name in (("proposal", schedule), ("plan", plan_schedule)):
+    runs = [("proposal", schedule), ("plan", plan_schedule)]
+    if per_schedule:
+        runs += [(f"schedules.{name}", name) for name in SCHEDULES]
+    for prefix, name in runs:
         if name is None or p.pipeline == 1:
             continue
         result = sizing.simulation(strategy(name), settings)
@@ -293,4 +336,9 @@ def sized_facts(
             bubble = float(result.bubble_fraction)
             facts[f"{prefix}.bubble"] = bubble
             facts[f"{prefix}.gpu_hours"] = sizing.gpu_hours(manifest, bubble, settings)
+        if prefix.startswith("schedules."):
+            memory = sizing.stage_memory(manifest, strategy(name), settings)
+            if memory is not None:
+                facts[f"{prefix}.stage_memory_gb"] = memory.total / sizing.GIB
+                facts[f"{prefix}.stage_fits"] = sizing.fits(manifest, memory, settings)
     return facts

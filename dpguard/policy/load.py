@@ -4,6 +4,7 @@ cannot judge must never pass a manifest vacuously."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Iterable, Sequence
@@ -217,9 +218,23 @@ def layer(sets: Sequence[PolicySet]) -> tuple[Policies, list[str]]:
     if not any(r.kind == "decision" for r in effective):
         problems.append("no decision rules are loaded: dpguard cannot recommend a schedule")
     policies = Policies(
-        tuple(sets), effective, days[-1] if days else DEFAULT_MAX_WAIVER_DAYS, settings
+        tuple(sets),
+        effective,
+        days[-1] if days else DEFAULT_MAX_WAIVER_DAYS,
+        settings,
+        _uses(effective),
     )
     return policies, problems
+
+
+def _uses(rules: Sequence[Rule]) -> frozenset[str]:
+    """Every fact path the rules read, in conditions and in messages."""
+    used: set[str] = set()
+    for rule in rules:
+        used.update(leaf.fact for leaf in leaves(rule.when))
+        with contextlib.suppress(Exception):  # a broken message is reported by its own check
+            used.update(templates.referenced_facts(rule.message))
+    return frozenset(used)
 
 
 def load_policies(

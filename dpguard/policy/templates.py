@@ -103,6 +103,11 @@ def _unknown(chain: list[str], late: frozenset[str]) -> str | None:
     return None
 
 
+def referenced_facts(source: str) -> set[str]:
+    """The dotted names a (valid) message template reads, as far as they are written out."""
+    return {".".join(chain) for chain in _references(environment().parse(source))}
+
+
 def check_message(source: str, late: frozenset[str] = frozenset()) -> list[str]:
     """Problems with a message template: syntax errors, unknown facts, and facts in `late`
     (not yet set when the rule's message is rendered; see facts.LATE_FACTS)."""
