@@ -20,7 +20,7 @@ from dpguard.manifest import build_manifest
 from dpguard.policy import load as policy_load
 from dpguard.policy.conditions import Condition, parse
 from dpguard.policy.engine import evaluate
-from dpguard.policy.facts import FACTS, LATE_FACTS, manifest_facts
+from dpguard.policy.facts import ALWAYS_SET, FACTS, LATE_FACTS, manifest_facts
 from dpguard.policy.load import load_policies, shipped_paths
 from dpguard.policy.model import Rule
 from dpguard.policy.reach import unreachable_rows
@@ -382,12 +382,15 @@ MALFORMED: list[tuple[str, str, list[str]]] = [
     ),
     (
         "unreachable decision row in one file",
+        # The shipped rows together match every manifest (DT003 <= 500 < DT002), so a team table
+        # that stands on its own disables them first.
         HEAD
+        + "settings:\n  disable: [DT001, DT002, DT003, DT004]\n"
         + "rules:\n"
         + decision("TD001", "{fact: cluster.gpus, gt: 100}")
         + decision("TD002", "{fact: cluster.gpus, gt: 200}"),
         [
-            "{p}:12:5: decision row TD002 can never match: the earlier row TD001 ({p}:5:5) "
+            "{p}:14:5: decision row TD002 can never match: the earlier row TD001 ({p}:7:5) "
             "always wins"
         ],
     ),
@@ -509,7 +512,9 @@ def rows(*conditions: dict[str, Any]) -> list[Rule]:
 
 
 def flagged(*conditions: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(row.id, winner.id) for row, winner in unreachable_rows(rows(*conditions))]
+    """(row, the winning rows joined by '+') for each unreachable row."""
+    found = unreachable_rows(rows(*conditions), ALWAYS_SET)
+    return [(row.id, "+".join(w.id for w in winners)) for row, winners in found]
 
 
 GPUS = "cluster.gpus"
@@ -604,11 +609,13 @@ def test_reachability_pairs(earlier: Any, later: Any, unreachable: bool) -> None
 @pytest.mark.parametrize(
     "conditions",
     [
-        # Two earlier rows together cover the later one; each alone does not.
+        # Three earlier rows cover the later one only across two facts at once (dense by GPU
+        # count, plus every MoE run): the check splits ranges along one fact only.
         (
-            {"fact": GPUS, "le": 500},
-            {"fact": GPUS, "gt": 500},
-            {"all": [{"fact": GPUS, "ge": 400}, {"fact": GPUS, "le": 600}]},
+            {"all": [{"fact": GPUS, "le": 500}, {"fact": "model.architecture", "equals": "dense"}]},
+            {"all": [{"fact": GPUS, "gt": 500}, {"fact": "model.architecture", "equals": "dense"}]},
+            {"fact": "model.architecture", "equals": "moe"},
+            {"fact": GPUS, "ge": 1},
         ),
         # A negated divisibility is not reasoned about, even when the rows are identical.
         ({"not": {"fact": PIPE, "divisible_by": 2}}, {"not": {"fact": PIPE, "divisible_by": 2}}),
@@ -862,3 +869,79 @@ def test_adv003_states_the_cost_with_its_sign_in_words(
     proposed, plan, row, bubble_p, bubble_q, p, m, word = match.groups()
     assert (proposed, plan, row, p, m, word) == expected
     assert (float(bubble_p) < float(bubble_q)) is (word == "fewer")
+
+
+def leaf(fact: str, op: str, value: Any) -> dict[str, Any]:
+    return {"fact": fact, op: value}
+
+
+DENSE_ARCH = leaf("model.architecture", "equals", "dense")
+
+
+@pytest.mark.parametrize(
+    ("conditions", "expected"),
+    [
+        # Together the earlier rows cover every GPU count: the third can never match.
+        ([leaf(GPUS, "le", 500), leaf(GPUS, "gt", 500), DENSE_ARCH], [("TD003", "TD001+TD002")]),
+        (
+            [leaf(GPUS, "lt", 500), leaf(GPUS, "ge", 500), leaf(GPUS, "gt", 7)],
+            [("TD003", "TD001+TD002")],
+        ),
+        # A gap (400, 500] lets a manifest through: nothing to report.
+        ([leaf(GPUS, "le", 400), leaf(GPUS, "gt", 500), DENSE_ARCH], []),
+        # Open at both sides of 500: exactly 500 GPUs still reaches the third row.
+        ([leaf(GPUS, "lt", 500), leaf(GPUS, "gt", 500), DENSE_ARCH], []),
+        # An earlier row that also needs dense only covers dense rows.
+        (
+            [{"all": [DENSE_ARCH, leaf(GPUS, "le", 500)]}, leaf(GPUS, "gt", 500), DENSE_ARCH],
+            [("TD003", "TD001+TD002")],
+        ),
+        (
+            [
+                {"all": [DENSE_ARCH, leaf(GPUS, "le", 500)]},
+                leaf(GPUS, "gt", 500),
+                leaf("model.architecture", "equals", "moe"),
+            ],
+            [],
+        ),
+        # parallelism.pipeline is unset without a proposal, where no interval test holds.
+        (
+            [
+                leaf("parallelism.pipeline", "le", 8),
+                leaf("parallelism.pipeline", "gt", 8),
+                DENSE_ARCH,
+            ],
+            [],
+        ),
+        # ... unless the later row itself requires it to be set.
+        (
+            [
+                leaf("parallelism.pipeline", "le", 8),
+                leaf("parallelism.pipeline", "gt", 8),
+                leaf("parallelism.pipeline", "ge", 2),
+            ],
+            [("TD003", "TD001+TD002")],
+        ),
+    ],
+)
+def test_reachability_by_several_earlier_rows(
+    conditions: list[dict[str, Any]], expected: list[tuple[str, str]]
+) -> None:
+    assert flagged(*conditions) == expected
+
+
+def test_a_team_row_appended_after_the_shipped_table_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        HEAD + "rules:\n" + decision("TD001", "{fact: cluster.family, equals: gaudi}"),
+        encoding="utf-8",
+    )
+    assert main(["lint-policies", str(path)]) == 2
+    core = REPO / "policies" / "core.yaml"
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"{path}:5:5: decision row TD001 can never match: the earlier rows "
+        f"DT004 ({core}:34:5), DT003 ({core}:47:5), DT002 ({core}:63:5) together match every "
+        "manifest it matches"
+    )

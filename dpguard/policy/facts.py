@@ -239,6 +239,30 @@ _PER_SCHEDULE = tuple(
 
 FACTS: dict[str, FactSpec] = {spec.path: spec for spec in (*_SPECS, *_PER_SCHEDULE)}
 ROOTS = frozenset(path.split(".")[0] for path in FACTS)
+# Numeric facts every valid manifest sets (required, or defaulted): the reachability check may
+# rely on them never being unset.
+ALWAYS_SET = frozenset(
+    (
+        "cluster.gpus",
+        "cluster.gpus_per_node",
+        "cluster.memory_gb",
+        "cluster.peak_tflops_bf16",
+        "cluster.interconnect.inter_node_gbps_per_gpu",
+        "model.total_params",
+        "model.active_params",
+        "model.layers",
+        "model.hidden_size",
+        "model.attention_heads",
+        "model.seq_len",
+        "model.vocab_size",
+        "training.tokens",
+        "training.global_batch_size",
+        "training.micro_batch_size",
+        "training.zero_stage",
+        "derived.nodes",
+    )
+)
+
 # Facts the engine sets only after the decision table and the refusals have run (the decision,
 # the plan, and `sized_facts`). Decision and refuse rules cannot test them: they would always be
 # unset there, a condition that silently never holds.

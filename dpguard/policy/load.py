@@ -17,7 +17,7 @@ from dpguard.errors import ConfigError, InputError
 from dpguard.findings import Severity
 from dpguard.policy import templates
 from dpguard.policy.conditions import ConditionProblem, hint, leaves, parse
-from dpguard.policy.facts import FACTS, LATE_FACTS
+from dpguard.policy.facts import ALWAYS_SET, FACTS, LATE_FACTS
 from dpguard.policy.model import Policies, PolicySet, Rule
 from dpguard.policy.reach import unreachable_rows
 from dpguard.yamlsource import Path, SourceDoc, YamlLoadError, load_file
@@ -203,11 +203,14 @@ def layer(sets: Sequence[PolicySet]) -> tuple[Policies, list[str]]:
     effective = tuple(rules.values())
     # On the layered table: a team's row can be shadowed by a shipped row, and disabling a
     # shipped row can make a row reachable again.
-    for row, winner in unreachable_rows([r for r in effective if r.kind == "decision"]):
-        problems.append(
-            f"{row.location}: decision row {row.id} can never match: the earlier row "
-            f"{winner.id} ({winner.location}) always wins"
-        )
+    decisions = [r for r in effective if r.kind == "decision"]
+    for row, winners in unreachable_rows(decisions, ALWAYS_SET):
+        if len(winners) == 1:
+            why = f"the earlier row {winners[0].id} ({winners[0].location}) always wins"
+        else:
+            named = ", ".join(f"{w.id} ({w.location})" for w in winners)
+            why = f"the earlier rows {named} together match every manifest it matches"
+        problems.append(f"{row.location}: decision row {row.id} can never match: {why}")
     settings: dict[str, Any] = {}
     for policy_set in sets:
         settings.update(policy_set.settings)

@@ -122,26 +122,87 @@ def _implies(box: _Box, leaf: Leaf) -> bool:
     return box.hi <= v  # le
 
 
+Piece = tuple[float, bool, float, bool]  # lo, lo_open, hi, hi_open
+
+
+def _intervals_cover(pieces: list[Piece], target: Piece) -> bool:
+    """Whether the union of `pieces` contains every real number in `target` (exact ends)."""
+    lo, lo_open, hi, hi_open = target
+    # Covered so far: everything below `at`, and `at` itself when `at_in`.
+    at, at_in = lo, lo_open or lo == -math.inf
+    for _ in range(len(pieces) + 1):
+        if at > hi or (at == hi and (at_in or hi_open)):
+            return True
+        best: tuple[float, bool] | None = None
+        for p_lo, p_lo_open, p_hi, p_hi_open in pieces:
+            starts = p_lo < at or (p_lo == at and (at_in or not p_lo_open))
+            reach = (p_hi, not p_hi_open)
+            if starts and reach > (at, at_in) and (best is None or reach > best):
+                best = reach
+        if best is None:
+            return False
+        at, at_in = best
+    return False
+
+
+def _union_cover(
+    earlier: list[tuple[Rule, Term]], term: Term, always_set: frozenset[str]
+) -> set[str] | None:
+    """The ids of earlier rows whose terms together cover `term` along one numeric fact f that
+    is set whenever `term` holds: each is implied by `term` apart from an interval on f, and
+    their intervals cover all of `term`'s range for f (DT003's `<= 500` with DT002's `> 500`).
+    None when no fact gives such a cover."""
+    boxes = _boxes(term)
+    for fact in sorted({leaf.fact for _, t in earlier for leaf in t}):
+        box = boxes.get(fact, _Box())
+        if box.allowed is not None or box.excluded or box.divisors:
+            continue
+        if box.is_set is not True and fact not in always_set:
+            continue  # `term` may hold while the fact is unset, where no interval test holds
+        pieces: list[Piece] = []
+        ids: set[str] = set()
+        for rule, t in earlier:
+            own = [x for x in t if x.fact == fact]
+            others = [x for x in t if x.fact != fact]
+            if any(x.op not in ("lt", "le", "gt", "ge", "exists") or x.value is False for x in own):
+                continue
+            if all(_implies(boxes.get(x.fact, _Box()), x) for x in others):
+                b = _boxes(tuple(own)).get(fact, _Box())
+                pieces.append((b.lo, b.lo_open, b.hi, b.hi_open))
+                ids.add(rule.id)
+        if pieces and _intervals_cover(pieces, (box.lo, box.lo_open, box.hi, box.hi_open)):
+            return ids
+    return None
+
+
+def unreachable_rows(
+    rows: Sequence[Rule], always_set: frozenset[str] = frozenset()
+) -> list[tuple[Rule, tuple[Rule, ...]]]:
+    """(row, the earlier rows that always win) for each decision row that can never match:
+    one earlier row that covers it, or several whose ranges on one fact together do."""
+    out: list[tuple[Rule, tuple[Rule, ...]]] = []
+    forms: list[tuple[Rule, list[Term]]] = []
+    for row in rows:
+        try:
+            form = _dnf(row.when)
+        except _Opaque:
+            continue  # an opaque row is never reported, and never used to shadow another
+        winner = next((r for r, f in forms if _covers(f, form)), None)
+        if winner is not None:
+            out.append((row, (winner,)))
+        else:
+            terms = [(r, t) for r, f in forms for t in f]
+            covers = [_union_cover(terms, term, always_set) for term in form]
+            if forms and all(c is not None for c in covers):
+                ids = set().union(*(c for c in covers if c is not None))
+                out.append((row, tuple(r for r, _ in forms if r.id in ids)))
+        forms.append((row, form))
+    return out
+
+
 def _covers(earlier: list[Term], later: list[Term]) -> bool:
     for term in later:
         boxes = _boxes(term)
         if not any(all(_implies(boxes.get(x.fact, _Box()), x) for x in t) for t in earlier):
             return False
     return True
-
-
-def unreachable_rows(rows: Sequence[Rule]) -> list[tuple[Rule, Rule]]:
-    """(row, earlier row that always wins) for each decision row that can never match."""
-    out: list[tuple[Rule, Rule]] = []
-    forms: list[tuple[Rule, list[Term] | None]] = []
-    for row in rows:
-        try:
-            form: list[Term] | None = _dnf(row.when)
-        except _Opaque:
-            form = None
-        if form is not None:
-            winner = next((r for r, f in forms if f is not None and _covers(f, form)), None)
-            if winner is not None:
-                out.append((row, winner))
-        forms.append((row, form))
-    return out
