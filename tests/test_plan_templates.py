@@ -348,3 +348,28 @@ def test_json_output_does_not_use_templates(tmp_path, capsys):
     folder = templates(tmp_path, "{{ plan.nosuch }}\n")
     code, out, _ = plan(capsys, SMALL, "--templates", folder, "--format", "json")
     assert code == 0 and out.startswith("{\n")
+
+
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        ("'a' * 10**10", "repetition would make 10000000000 items (at most 100000)"),
+        ("[0] * 200000", "repetition would make 200000 items (at most 100000)"),
+        ("((10**1000)**1000)**1000", "3322-bit number to the power 1000 is too large"),
+    ],
+)
+def test_templates_cannot_exhaust_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], expression: str, problem: str
+) -> None:
+    # A pull request can edit a repository's templates: the sandbox bounds what they build.
+    (tmp_path / "plan.md.j2").write_text("{{ " + expression + " }}\n", encoding="utf-8")
+    code = main(["plan", str(EXAMPLES / "small-dense.yaml"), "--templates", str(tmp_path)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert problem in err and "Traceback" not in err
+
+
+def test_bounded_operators_still_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "plan.md.j2").write_text("{{ 'ab' * 3 }} {{ 2 ** 10 }} {{ 1.5 ** 2 }}\n")
+    assert main(["plan", str(EXAMPLES / "small-dense.yaml"), "--templates", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == "ababab 1024 2.25\n"

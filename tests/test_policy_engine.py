@@ -945,3 +945,23 @@ def test_a_team_row_appended_after_the_shipped_table_is_reported(
         f"DT004 ({core}:34:5), DT003 ({core}:47:5), DT002 ({core}:63:5) together match every "
         "manifest it matches"
     )
+
+
+def test_a_policy_message_cannot_exhaust_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Policy sets live in the repository a pull request edits; the sandbox bounds messages.
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        HEAD
+        + "rules:\n"
+        + "  - id: TM001\n    kind: advise\n    title: t\n"
+        + "    when: {fact: cluster.gpus, gt: 1}\n"
+        + "    message: \"{{ 'a' * 10**10 }}\"\n    docs: d\n",
+        encoding="utf-8",
+    )
+    code = main(["review", "--policy", str(path), str(REPO / "examples" / "small-dense.yaml")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "message of rule TM001 cannot be rendered" in err
+    assert "repetition would make 10000000000 items" in err and "Traceback" not in err

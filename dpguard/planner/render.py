@@ -15,7 +15,7 @@ from dpguard.errors import ConfigError
 from dpguard.memory import GIB
 from dpguard.planner.plan import Plan, ScheduleNumbers, judge_schedules
 from dpguard.policy.model import Policies
-from dpguard.policy.templates import _thousands
+from dpguard.policy.templates import _thousands, sandbox
 from dpguard.reporters import finding_dict, policy_line
 
 TITLES = {
@@ -215,17 +215,12 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
 
 
 def _environment(templates_dir: str | None) -> Any:
-    from jinja2 import FileSystemLoader, PackageLoader, StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
+    from jinja2 import FileSystemLoader, PackageLoader
 
     loader = (
         FileSystemLoader(templates_dir) if templates_dir else PackageLoader("dpguard.templates", "")
     )
-    env = SandboxedEnvironment(
-        loader=loader, undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
-    )
-    env.filters["thousands"] = _thousands
-    return env
+    return sandbox(loader=loader, keep_trailing_newline=True)
 
 
 def _position(exc: BaseException) -> str:

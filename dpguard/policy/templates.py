@@ -26,10 +26,44 @@ def _thousands(value: Any) -> str:
 
 @cache
 def environment() -> Any:
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
+    """The environment rule messages render in."""
+    return sandbox()
 
-    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+
+# Templates come from policy files and --templates directories, which a pull request can edit:
+# the sandbox stops code execution, and these bounds stop `{{ 'a' * 10**10 }}` from taking the
+# CI runner's memory or `{{ 9**9**9 }}` its time.
+MAX_REPEAT = 100_000  # items a sequence repetition may produce
+MAX_POWER_BITS = 100_000  # size of an integer power's result
+
+
+def sandbox(**options: Any) -> Any:
+    """A SandboxedEnvironment with StrictUndefined, the `pct` and `thousands` filters, and
+    bounded `*` and `**`."""
+    from jinja2 import StrictUndefined
+    from jinja2.sandbox import SandboxedEnvironment, SecurityError
+
+    def too_big(operator: str, left: Any, right: Any) -> str | None:
+        ints = isinstance(left, int) and isinstance(right, int)
+        if operator == "**" and ints and right > 0 and left.bit_length() * right > MAX_POWER_BITS:
+            return f"{left.bit_length()}-bit number to the power {right} is too large"
+        if operator == "*":
+            for seq, n in ((left, right), (right, left)):
+                sized = isinstance(seq, (str, list, tuple)) and isinstance(n, int)
+                if sized and len(seq) * n > MAX_REPEAT:
+                    return f"repetition would make {len(seq) * n} items (at most {MAX_REPEAT})"
+        return None
+
+    class Bounded(SandboxedEnvironment):
+        intercepted_binops = frozenset(("*", "**"))
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            problem = too_big(operator, left, right)
+            if problem:
+                raise SecurityError(problem)
+            return super().call_binop(context, operator, left, right)
+
+    env = Bounded(undefined=StrictUndefined, autoescape=False, **options)
     env.filters["pct"] = _pct
     env.filters["thousands"] = _thousands
     return env
