@@ -18,9 +18,6 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.resources import files
-
-import yaml
 
 from dpguard.errors import ConfigError
 
@@ -203,25 +200,16 @@ def parse_catalog(data: object, source: str) -> Catalog:
     return Catalog(accelerators)
 
 
-def _safe_loader() -> type[yaml.SafeLoader]:
-    # The C loader is several times faster; fall back when libyaml is not compiled in.
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 @functools.lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
     """The catalog shipped inside the package (read and validated once per process)."""
-    resource = files("dpguard") / "data" / "accelerators.yaml"
-    source = str(resource)
+    from dpguard.resources import read_text
+    from dpguard.yamlsource import YamlLoadError, load_text
+
+    source = "dpguard/data/accelerators.yaml"
     try:
-        text = resource.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the accelerator catalog: {exc}", source) from exc
-    try:
-        # Equivalent to yaml.safe_load, but with the C implementation when available.
-        data = yaml.load(text, Loader=_safe_loader())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        location = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise ConfigError(f"invalid YAML: {exc}", location) from exc
-    return parse_catalog(data, source)
+        doc = load_text(read_text("dpguard", "data/accelerators.yaml"), source)
+    except YamlLoadError as exc:
+        where = f"{source}:{exc.position.line}:{exc.position.col}"
+        raise ConfigError(f"invalid YAML: {exc.message}", where) from None
+    return parse_catalog(doc.data, source)

@@ -3,7 +3,6 @@ for a problem inside a file, so one broken manifest never stops the others."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dpguard.catalog import Catalog, load_catalog
@@ -51,8 +50,3 @@ def check_file(
     outcome = evaluate(policies, manifest, manifest_facts(manifest))
     plan = make_plan(manifest, outcome, policies)
     return FileResult(path, outcome.findings, manifest, outcome, plan)
-
-
-def check_files(paths: Iterable[str], policies: Policies | None = None) -> list[FileResult]:
-    catalog = load_catalog()
-    return [check_file(path, catalog, policies) for path in paths]
