@@ -837,7 +837,7 @@ parallelism: {tensor: 1, pipeline: 8, expert: 8, schedule: dualpipe, untie_embed
 communication: {all_to_all_kernel: deepep}
 """
 ADV003 = re.compile(
-    r"warning ADV003 proposed schedule (\S+) differs from the policy's choice (\S+) \((DT\d+)\): "
+    r"warning ADV003 proposed schedule (\S+) differs from the policy's choice (\S+) \(([A-Z]+\d+)\): "
     r"bubble ([\d.]+)% vs ([\d.]+)% at P=(\d+), M=(\d+), that is [\d,]+ GPU-hours (more|fewer) "
     r"over the token budget$"
 )
@@ -846,9 +846,9 @@ ADV003 = re.compile(
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        # DualPipe refused (RF001 at 200 Gbps) in favour of DualPipeV; DualPipe's own bubble is
-        # smaller at the same P and M, so the proposal costs fewer GPU-hours.
-        (MOE_DUALPIPE_200G, ("dualpipe", "dualpipev", "DT001", "8", "16", "fewer")),
+        # DualPipe refused (RF001 at 200 Gbps) in favour of DualPipeV, so RF001 is the rule that
+        # chose; DualPipe's own bubble is smaller at the same P and M: fewer GPU-hours.
+        (MOE_DUALPIPE_200G, ("dualpipe", "dualpipev", "RF001", "8", "16", "fewer")),
         (
             WARN_ONLY.replace("schedule: 1f1b", "schedule: gpipe"),
             ("gpipe", "1f1b", "DT004", "10", "120", "more"),

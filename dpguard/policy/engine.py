@@ -106,6 +106,7 @@ def evaluate(policies: Policies, manifest: Manifest, base_facts: Mapping[str, An
     facts["decision.schedule"] = decision.recommend if decision else None
     facts["decision.rule"] = decision.id if decision else None
     facts["plan.schedule"] = schedule
+    facts["plan.rule"] = redirects[-1].id if redirects else facts["decision.rule"]
     facts["plan.proposal_acceptable"] = (
         None
         if proposed is None or decision is None

@@ -196,6 +196,12 @@ _SPECS = (
     _f("decision.rule", "str", "id of the decision row that matched"),
     _f("plan.schedule", "str", "the recommended schedule after refusals", PLAN_SCHEDULES),
     _f(
+        "plan.rule",
+        "str",
+        "id of the rule that chose plan.schedule: the last refusal that "
+        "redirected it, else the decision row",
+    ),
+    _f(
         "plan.proposal_acceptable",
         "bool",
         "proposed schedule is the plan's or acceptable to its decision row (unset: none proposed)",
