@@ -782,7 +782,8 @@ def test_no_matching_decision_row_is_an_error(
     policy.write_text(NARROW, encoding="utf-8")
     assert main(["review", "--policy", str(policy), EXAMPLE]) == 1
     out = capsys.readouterr().out
-    assert out.startswith(f"{EXAMPLE}:1:1: error P001 {P001}\n")
+    # At the `kind` key (line 4 of small-dense.yaml), not on the comment at 1:1.
+    assert out.startswith(f"{EXAMPLE}:4:1: error P001 {P001}\n")
     assert out.endswith("1 manifest checked: 0 passed, 1 failed (1 error, 0 warnings)\n")
 
     assert main(["review", "--policy", str(policy), "--format", "json", EXAMPLE]) == 1

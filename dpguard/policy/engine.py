@@ -64,8 +64,7 @@ def evaluate(policies: Policies, manifest: Manifest, base_facts: Mapping[str, An
         findings.append(
             Finding(
                 manifest.path,
-                1,
-                1,
+                *manifest.position("kind"),  # the document as a whole, not a comment line
                 "P001",
                 Severity.ERROR,
                 "no decision row matches this manifest: the policy cannot recommend a schedule "
