@@ -838,7 +838,8 @@ parallelism: {tensor: 1, pipeline: 8, expert: 8, schedule: dualpipe, untie_embed
 communication: {all_to_all_kernel: deepep}
 """
 ADV003 = re.compile(
-    r"warning ADV003 proposed schedule (\S+) differs from the policy's choice (\S+) \(([A-Z]+\d+)\): "
+    r"warning ADV003 proposed schedule (\S+) differs from the policy's choice (\S+) "
+    r"\(([A-Z]+\d+)\): "
     r"bubble ([\d.]+)% vs ([\d.]+)% at P=(\d+), M=(\d+), that is [\d,]+ GPU-hours (more|fewer) "
     r"over the token budget$"
 )
