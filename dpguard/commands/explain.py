@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.commands._policies import load
     from dpguard.commands.rules import severity_name
     from dpguard.errors import UsageError
-    from dpguard.policy.conditions import hint
+    from dpguard.hints import hint
 
     policies = load(args.policy)
     rule = policies.get(args.rule)

@@ -6,11 +6,11 @@ position of the offending key), then evaluated against flat fact dictionaries. N
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dpguard.hints import hint
 from dpguard.policy.facts import FACTS, FactSpec
 from dpguard.yamlsource import Path, SourceDoc
 
@@ -82,11 +82,6 @@ def leaves(condition: Condition) -> Iterator[Leaf]:
     else:
         for item in condition.items:
             yield from leaves(item)
-
-
-def hint(word: str, choices: Any) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _check_value(spec: FactSpec, op: str, value: Any, path: Path) -> None:

@@ -15,8 +15,9 @@ from typing import Any
 from dpguard import resources
 from dpguard.errors import ConfigError, InputError
 from dpguard.findings import Severity
+from dpguard.hints import hint
 from dpguard.policy import templates
-from dpguard.policy.conditions import ConditionProblem, hint, leaves, parse
+from dpguard.policy.conditions import ConditionProblem, leaves, parse
 from dpguard.policy.facts import ALWAYS_SET, FACTS, LATE_FACTS
 from dpguard.policy.model import Policies, PolicySet, Rule
 from dpguard.policy.reach import unreachable_rows

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from functools import cache, lru_cache
 from typing import Any
 
-from dpguard.policy.conditions import hint
+from dpguard.hints import hint
 from dpguard.policy.facts import FACTS, ROOTS
 
 EXTRA_NAMES = frozenset({"rule"})

@@ -21,7 +21,7 @@ from typing import Any
 from dpguard import resources
 from dpguard.errors import ConfigError
 from dpguard.findings import Finding
-from dpguard.policy.conditions import hint
+from dpguard.hints import hint
 from dpguard.policy.model import Policies
 from dpguard.yamlsource import YamlLoadError, load_file
 
