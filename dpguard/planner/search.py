@@ -150,6 +150,12 @@ def _smallest_pipeline(
     cap = _cap(manifest, schedule, virtual, settings)
     for pipe in _pipelines(manifest, tensor, context, settings, cap):
         ep = _expert_size(manifest, tensor, pipe, settings)
+        if (manifest.cluster.gpus // pipe) % ep:
+            # Expert parallelism borrows T x C x DP = gpus / P ranks (X009): a proposal's EP
+            # that does not divide them cannot be laid out at this depth.
+            ranks = manifest.cluster.gpus // pipe
+            why.append(f"P = {pipe}: expert parallel size {ep} does not divide {ranks} ranks")
+            continue
         base = sizing.Strategy(schedule, tensor, pipe, ep, context, virtual, 1)
         found = _fit(manifest, base, settings, why)
         if found is not None:
@@ -197,13 +203,17 @@ def search(
     why: list[str] = []
     if not pipeline_needed:
         for t in tensors:
+            if manifest.cluster.gpus % (t * context):
+                why.append(f"tensor {t} x context {context} does not divide the GPUs")
+                continue
             base = sizing.Strategy(
                 "none", t, 1, _expert_size(manifest, t, 1, settings), context, 1, 1
             )
             found = _fit(manifest, base, settings, why)
             if found is not None:
                 return SearchResult(found, ())
-        return SearchResult(None, (f"without a pipeline nothing fits: {why[-1]}",))
+        reason = why[-1] if why else "no tensor-parallel size is possible"
+        return SearchResult(None, (f"without a pipeline nothing fits: {reason}",))
     for schedule in schedules:
         why = []
         fitting = [
