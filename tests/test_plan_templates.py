@@ -16,26 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 FRONTIER = str(EXAMPLES / "frontier-moe.yaml")
 SMALL = str(EXAMPLES / "small-dense.yaml")
-IMPOSSIBLE = """\
-apiVersion: dpguard/v1
-kind: TrainingManifest
-metadata: {name: impossible}
-cluster:
-  gpus: 8
-  accelerator: A100-40GB
-  interconnect: {inter_node_gbps_per_gpu: 200}
-model:
-  architecture: dense
-  total_params: 405B
-  layers: 126
-  hidden_size: 16384
-  attention_heads: 128
-  seq_len: 8192
-  vocab_size: 128256
-training:
-  tokens: 2T
-  global_batch_size: 64
-"""
+IMPOSSIBLE = (REPO / "tests" / "data" / "impossible.yaml").read_text(encoding="utf-8")
 
 
 def plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -71,27 +71,7 @@ communication:
   all_to_all_kernel: deepep
 """
 
-# 405B dense on 8 A100-40GB: no P up to the cap and no tensor size fits.
-IMPOSSIBLE = """\
-apiVersion: dpguard/v1
-kind: TrainingManifest
-metadata: {name: impossible}
-cluster:
-  gpus: 8
-  accelerator: A100-40GB
-  interconnect: {inter_node_gbps_per_gpu: 200}
-model:
-  architecture: dense
-  total_params: 405B
-  layers: 126
-  hidden_size: 16384
-  attention_heads: 128
-  seq_len: 8192
-  vocab_size: 128256
-training:
-  tokens: 2T
-  global_batch_size: 64
-"""
+IMPOSSIBLE = (REPO / "tests" / "data" / "impossible.yaml").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
