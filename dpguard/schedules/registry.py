@@ -23,6 +23,21 @@ ClosedFormFn = Callable[[int, int, int, OpTimes], ClosedForm]
 ConstraintFn = Callable[[int, int, int], list[str]]
 
 
+FULL = frozenset({F, B})  # schedules without a B/W split or overlap use only F and B
+
+
+def _none(ranks: int, microbatches: int, v: int) -> list[str]:
+    return []
+
+
+def _one(v: int) -> Fraction:
+    return Fraction(1)
+
+
+def _p(ranks: int, v: int) -> int:
+    return ranks
+
+
 @dataclass(frozen=True)
 class ScheduleSpec:
     """One schedule. Memory factors are per device, relative to 1F1B on the same devices.
@@ -39,16 +54,12 @@ class ScheduleSpec:
     reference: str
     generate: Generator
     closed_form: ClosedFormFn
-    constraints: ConstraintFn
-    param_copies: Fraction
-    chunk_size: Callable[[int], Fraction]
-    stages: Callable[[int, int], int]
-    op_kinds: frozenset[str]  # the op kinds its orders contain, i.e. the op times it uses
+    op_kinds: frozenset[str] = FULL  # the op kinds its orders contain (the op times it uses)
+    constraints: ConstraintFn = _none
+    param_copies: Fraction = Fraction(1)
+    chunk_size: Callable[[int], Fraction] = _one
+    stages: Callable[[int, int], int] = _p
     uses_virtual_stages: bool = False
-
-
-def _none(ranks: int, microbatches: int, v: int) -> list[str]:
-    return []
 
 
 def _interleaved(ranks: int, microbatches: int, v: int) -> list[str]:
@@ -91,15 +102,6 @@ def _dualpipev(ranks: int, microbatches: int, v: int) -> list[str]:
     return []
 
 
-def _one(v: int) -> Fraction:
-    return Fraction(1)
-
-
-def _p(ranks: int, v: int) -> int:
-    return ranks
-
-
-FULL = frozenset({F, B})  # schedules without a B/W split or overlap use only F and B
 SCHEDULES: dict[str, ScheduleSpec] = {
     spec.name: spec
     for spec in (
@@ -109,11 +111,6 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             reference="arXiv 1811.06965; torch ScheduleGPipe",
             generate=orders.gpipe,
             closed_form=closed_forms.one_f_one_b,
-            constraints=_none,
-            param_copies=Fraction(1),
-            chunk_size=_one,
-            stages=_p,
-            op_kinds=FULL,
         ),
         ScheduleSpec(
             name="1f1b",
@@ -121,11 +118,6 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             reference="arXiv 2104.04473 s2.2.1 (PipeDream-flush)",
             generate=orders.one_f_one_b,
             closed_form=closed_forms.one_f_one_b,
-            constraints=_none,
-            param_copies=Fraction(1),
-            chunk_size=_one,
-            stages=_p,
-            op_kinds=FULL,
         ),
         ScheduleSpec(
             name="interleaved-1f1b",
@@ -134,10 +126,8 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             generate=orders.interleaved_1f1b,
             closed_form=closed_forms.interleaved,
             constraints=_interleaved,
-            param_copies=Fraction(1),
             chunk_size=lambda v: Fraction(1, v),
             stages=lambda ranks, v: ranks * v,
-            op_kinds=FULL,
             uses_virtual_stages=True,
         ),
         ScheduleSpec(
@@ -146,10 +136,6 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             reference="arXiv 2401.10241 s3.1; torch ScheduleInterleavedZeroBubble, 1 stage/rank",
             generate=orders.zb1p,
             closed_form=closed_forms.zb1p,
-            constraints=_none,
-            param_copies=Fraction(1),
-            chunk_size=_one,
-            stages=_p,
             op_kinds=frozenset({F, I, W}),
         ),
         ScheduleSpec(
@@ -160,8 +146,6 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             closed_form=closed_forms.dualpipe,
             constraints=_dualpipe,
             param_copies=Fraction(2),
-            chunk_size=_one,
-            stages=_p,
             op_kinds=frozenset({F, B, I, W, FB}),
         ),
         ScheduleSpec(
@@ -171,7 +155,6 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             generate=dualpipe.dualpipev,
             closed_form=closed_forms.dualpipev,
             constraints=_dualpipev,
-            param_copies=Fraction(1),
             chunk_size=lambda v: Fraction(1, 2),
             stages=lambda ranks, v: 2 * ranks,
             op_kinds=frozenset({F, B, I, W, FB}),
