@@ -67,8 +67,7 @@ def load(path: Path) -> Config:
         raise ConfigError(exc.message, f"{name}:{exc.position.line}:{exc.position.col}") from None
     problems = []
     for where, _code, message in schema_problems(_validator(), doc):
-        line, col = doc.position(where)
-        problems.append(f"{name}:{line}:{col}: {message}")
+        problems.append(f"{doc.location(where)}: {message}")
     if problems:
         raise ConfigError("broken configuration:\n  " + "\n  ".join(problems))
     data = doc.data
@@ -78,12 +77,7 @@ def load(path: Path) -> Config:
         path=name,
         policies=tuple(str(base / p) for p in data.get("policies", ())),
         disable=tuple(data.get("disable", ())),
-        disable_at=tuple(
-            f"{name}:{line}:{col}"
-            for line, col in (
-                doc.position(("disable", i)) for i in range(len(data.get("disable", ())))
-            )
-        ),
+        disable_at=tuple(doc.location(("disable", i)) for i in range(len(data.get("disable", ())))),
         waivers=str(base / waivers) if waivers else None,
         fail_on=data.get("fail_on"),
     )

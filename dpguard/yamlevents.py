@@ -61,6 +61,11 @@ class SourceDoc:
             path = path[:-1]
         return Position(1, 1)
 
+    def location(self, path: Path) -> str:
+        """``name:line:col`` of `path` (or its nearest positioned ancestor), for messages."""
+        line, col = self.position(path)
+        return f"{self.name}:{line}:{col}"
+
     def value_position(self, path: Path) -> Position:
         return self.values.get(tuple(path)) or self.position(path)
 

@@ -179,7 +179,8 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
     settings = policies.settings
     decided = outcome.schedule
     refused = decided == "none"
-    fits_one = sizing.model_fits_one_gpu(manifest, settings)
+    # The policies computed it for HR004 already (sized_facts); the plan must agree with them.
+    fits_one = bool(outcome.facts["derived.model_fits_one_gpu"])
     order: tuple[str, ...] = ()
     if decided and not refused:
         acceptable = (

@@ -15,7 +15,7 @@ from dpguard.errors import ConfigError
 from dpguard.memory import GIB
 from dpguard.planner.plan import Plan, ScheduleNumbers, judge_schedules
 from dpguard.policy.model import Policies
-from dpguard.policy.templates import _thousands, sandbox
+from dpguard.policy.templates import pct, sandbox, thousands
 from dpguard.reporters import finding_dict, policy_line
 
 TITLES = {
@@ -28,10 +28,6 @@ TITLES = {
 }
 
 
-def _pct(value: float | None, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value * 100:.{digits}f}%"
-
-
 def _gb(value: float) -> str:
     return f"{value / GIB:.1f}"
 
@@ -42,11 +38,11 @@ def _candidate(
     vs = "baseline" if c.schedule == "1f1b" else ""
     if vs == "" and c.gpu_hours is not None and baseline and baseline.gpu_hours is not None:
         delta = baseline.gpu_hours - c.gpu_hours
-        vs = f"{_thousands(abs(delta))} {'saved' if delta >= 0 else 'more'}"
+        vs = f"{thousands(abs(delta))} {'saved' if delta >= 0 else 'more'}"
     return {
         "schedule": c.schedule,
         "bubble": c.bubble,
-        "bubble_pct": _pct(c.bubble),
+        "bubble_pct": pct(c.bubble, 2),
         "gpu_hours": c.gpu_hours,
         "vs_1f1b": vs,
         "violations": "; ".join(c.violations),
@@ -86,8 +82,8 @@ def _proposal(plan: Plan) -> dict[str, Any] | None:
         "schedule": p.schedule or "schedule left to dpguard",
         "pipeline": p.pipeline,
         "microbatches": plan.manifest.microbatches,
-        "bubble_pct": _pct(bubble),
-        "gpu_hours": _thousands(hours) if hours is not None else "n/a",
+        "bubble_pct": pct(bubble, 2),
+        "gpu_hours": thousands(hours) if hours is not None else "n/a",
         "memory_gb": f"{memory:.1f}" if memory is not None else "n/a",
     }
 
@@ -114,10 +110,10 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
     )
     params = memory.parameters * (2 if plan.schedule == "dualpipe" else 1) if memory else 0
     assumptions = [
-        f"compute: 6 x {_thousands(m.model.active_params)} active parameters x "
+        f"compute: 6 x {thousands(m.model.active_params)} active parameters x "
         f"{_tokens(m.training.tokens)} tokens at {m.cluster.peak_tflops_bf16:g} TFLOP/s dense "
         f"BF16 peak x {plan.efficiency:.0%} "
-        f"non-bubble efficiency = {_thousands(plan.ideal_gpu_hours)} GPU-hours with no bubble",
+        f"non-bubble efficiency = {thousands(plan.ideal_gpu_hours)} GPU-hours with no bubble",
     ]
     if plan.op_times:
         ratios = settings["op_time_ratios"]
@@ -200,7 +196,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "expected_utilization": f"{plan.expected_utilization:.1f}%"
         if plan.expected_utilization is not None
         else "n/a",
-        "fallback_utilization": _pct(1 - fallback.bubble, 1)
+        "fallback_utilization": pct(1 - fallback.bubble, 1)
         if fallback and fallback.bubble is not None
         else "n/a",
         # The simpler schedule is expected below the trigger itself: switching is not a remedy

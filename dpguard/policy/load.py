@@ -51,11 +51,6 @@ def _validator() -> Any:
     return Draft202012Validator(resources.schema(SCHEMA_FILE))
 
 
-def _at(doc: SourceDoc, path: Path) -> str:
-    line, col = doc.position(path)
-    return f"{doc.name}:{line}:{col}"
-
-
 def _schema_problems(doc: SourceDoc) -> list[str]:
     from dpguard.validate import schema_problems
 
@@ -64,7 +59,7 @@ def _schema_problems(doc: SourceDoc) -> list[str]:
         # Conditions get precise messages from the condition parser instead of oneOf noise.
         if path[:1] == ("rules",) and "when" in path[2:]:
             continue
-        out.append(f"{_at(doc, path)}: {message}")
+        out.append(f"{doc.location(path)}: {message}")
     return out
 
 
@@ -76,17 +71,17 @@ def _rule(
     # Decision rows and refusals run before the facts in LATE_FACTS exist.
     late = LATE_FACTS if kind in ("decision", "refuse") else frozenset()
     problems = [
-        f"{_at(doc, (*base, 'message'))}: message {problem}"
+        f"{doc.location((*base, 'message'))}: message {problem}"
         for problem in dict.fromkeys(templates.check_message(data["message"], late))
     ]
     try:
         when = parse(data["when"], (*base, "when"), late)
     except ConditionProblem as exc:
-        return None, [f"{_at(doc, exc.path)}: {exc}", *problems]
+        return None, [f"{doc.location(exc.path)}: {exc}", *problems]
     first_fact = next((leaf.fact for leaf in leaves(when)), "")
     at = data.get("at", first_fact)
     if at not in FACTS:
-        problems.append(f"{_at(doc, (*base, 'at'))}: unknown fact {at!r} in at")
+        problems.append(f"{doc.location((*base, 'at'))}: unknown fact {at!r} in at")
     severity = data.get("severity")
     rule = Rule(
         id=data["id"],
@@ -104,7 +99,7 @@ def _rule(
         precedence=data.get("precedence", 0),
         override=data.get("override", False),
         policy=set_name,
-        location=_at(doc, base),
+        location=doc.location(base),
     )
     return rule, problems
 
@@ -144,7 +139,8 @@ def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
         rules=tuple(rules),
         disable=tuple(settings.get("disable", ())),
         disable_at=tuple(
-            _at(doc, ("settings", "disable", i)) for i in range(len(settings.get("disable", ())))
+            doc.location(("settings", "disable", i))
+            for i in range(len(settings.get("disable", ())))
         ),
         max_waiver_days=settings.get("max_waiver_days"),
         settings={k: v for k, v in settings.items() if k not in ("disable", "max_waiver_days")},

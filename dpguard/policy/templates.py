@@ -16,11 +16,12 @@ from dpguard.policy.facts import FACTS, ROOTS
 EXTRA_NAMES = frozenset({"rule"})
 
 
-def _pct(value: Any, digits: int = 1) -> str:
-    return f"{float(value) * 100:.{digits}f}%"
+def pct(value: Any, digits: int = 1) -> str:
+    """A fraction as a percentage ("n/a" when unset): the `pct` filter, and the reports'."""
+    return "n/a" if value is None else f"{float(value) * 100:.{digits}f}%"
 
 
-def _thousands(value: Any) -> str:
+def thousands(value: Any) -> str:
     return f"{value:,.0f}" if isinstance(value, float) else f"{value:,}"
 
 
@@ -64,8 +65,8 @@ def sandbox(**options: Any) -> Any:
             return super().call_binop(context, operator, left, right)
 
     env = Bounded(undefined=StrictUndefined, autoescape=False, **options)
-    env.filters["pct"] = _pct
-    env.filters["thousands"] = _thousands
+    env.filters["pct"] = pct
+    env.filters["thousands"] = thousands
     return env
 
 

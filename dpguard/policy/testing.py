@@ -114,11 +114,6 @@ def source_from_data(data: dict[str, Any], name: str, at: Position) -> SourceDoc
     return SourceDoc(name, data, positions, dict(positions))
 
 
-def _at(doc: SourceDoc, path: Path) -> str:
-    line, col = doc.position(path)
-    return f"{doc.name}:{line}:{col}"
-
-
 def load_cases(path: str) -> SourceDoc:
     """Load and schema-check one test file; ConfigError (exit 2) lists every problem."""
     from dpguard.validate import schema_problems
@@ -128,7 +123,7 @@ def load_cases(path: str) -> SourceDoc:
     except YamlLoadError as exc:
         raise ConfigError(exc.message, f"{path}:{exc.position.line}:{exc.position.col}") from None
     problems = [
-        f"{_at(doc, p)}: {message}" for p, _code, message in schema_problems(_validator(), doc)
+        f"{doc.location(p)}: {message}" for p, _code, message in schema_problems(_validator(), doc)
     ]
     if problems:
         raise ConfigError("broken policy test file:\n  " + "\n  ".join(problems))
@@ -147,10 +142,10 @@ def _manifest_data(doc: SourceDoc, index: int, case: Mapping[str, Any]) -> dict[
         except YamlLoadError as exc:
             raise ConfigError(
                 f"manifest {source} cannot be loaded: {exc.message}",
-                _at(doc, ("cases", index, "manifest")),
+                doc.location(("cases", index, "manifest")),
             ) from None
         except Exception as exc:  # InputError: missing file
-            raise ConfigError(str(exc), _at(doc, ("cases", index, "manifest"))) from None
+            raise ConfigError(str(exc), doc.location(("cases", index, "manifest"))) from None
     else:
         data = source
     return merge(data, case.get("patch", {}))
@@ -213,12 +208,12 @@ def _check_ids(doc: SourceDoc, policies: Policies) -> None:
         for key in ("fired", "not_fired"):
             for j, rule_id in enumerate(expect.get(key, ())):
                 if rule_id not in known:
-                    where = _at(doc, ("cases", index, "expect", key, j))
+                    where = doc.location(("cases", index, "expect", key, j))
                     problems.append(f"{where}: unknown rule {rule_id} in {key}")
         if "decision" in expect:
             rule = policies.get(expect["decision"])
             if rule is None or rule.kind != "decision":
-                where = _at(doc, ("cases", index, "expect", "decision"))
+                where = doc.location(("cases", index, "expect", "decision"))
                 problems.append(f"{where}: {expect['decision']} is not a loaded decision rule")
     if problems:
         raise ConfigError("broken policy test file:\n  " + "\n  ".join(problems))

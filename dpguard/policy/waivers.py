@@ -100,8 +100,7 @@ def load_waivers(
         raise ConfigError(exc.message, f"{path}:{exc.position.line}:{exc.position.col}") from None
 
     def at(*keys: str | int) -> str:
-        line, col = doc.position(tuple(keys))
-        return f"{path}:{line}:{col}"
+        return doc.location(tuple(keys))
 
     problems = [f"{at(*p)}: {message}" for p, _code, message in schema_problems(_validator(), doc)]
     if problems:

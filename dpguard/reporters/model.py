@@ -19,6 +19,7 @@ from dpguard.findings import Finding, Severity
 from dpguard.planner.plan import Plan
 from dpguard.policy.facts import FACTS
 from dpguard.policy.model import KIND_SEVERITY, Policies, Rule
+from dpguard.policy.templates import pct
 
 REPORT_VERSION = 1
 INFORMATION_URI = "https://dpguard.dev/"
@@ -112,10 +113,6 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 100:.2f}%"
-
-
 def summary_line(report: Report) -> str:
     s = report.summary()
     passed = s["files"] - s["failed"]
@@ -139,7 +136,7 @@ def decision_text(result: FileResult, with_rule: bool = True) -> str | None:
     if m is not None and m.parallelism is not None and facts.get("proposal.schedule"):
         named = m.parallelism.schedule
         line += f"; proposal: P={m.parallelism.pipeline} M={m.microbatches}, " + (
-            f"{named}, bubble {_pct(facts.get('proposal.bubble'))}"
+            f"{named}, bubble {pct(facts.get('proposal.bubble'), 2)}"
             if named
             else "schedule left to dpguard"
         )
@@ -174,7 +171,7 @@ def plan_summary(plan: Plan) -> str:
     chosen, baseline = plan.numbers(plan.schedule), plan.numbers("1f1b")
     text = (
         f"{plan.schedule} P={plan.pipeline} M={plan.microbatches} T={plan.tensor} "
-        f"EP={plan.expert}, bubble {_pct(chosen.bubble if chosen else None)}"
+        f"EP={plan.expert}, bubble {pct(chosen.bubble if chosen else None, 2)}"
     )
     if (
         plan.schedule != "1f1b"
@@ -184,7 +181,7 @@ def plan_summary(plan: Plan) -> str:
         and baseline.gpu_hours is not None
     ):
         saved = baseline.gpu_hours - chosen.gpu_hours
-        text += f" (1F1B {_pct(baseline.bubble)}), {saved:,.0f} GPU-hours saved vs 1F1B"
+        text += f" (1F1B {pct(baseline.bubble, 2)}), {saved:,.0f} GPU-hours saved vs 1F1B"
     return text
 
 
