@@ -968,3 +968,24 @@ def test_a_policy_message_cannot_exhaust_memory(
     err = capsys.readouterr().err
     assert "message of rule TM001 cannot be rendered" in err
     assert "repetition would make 10000000000 items" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("ratios", "problem"),
+    [
+        ("{backward: 2.0, weight: 2.5, overlapped: 3.0}", "must be less than the full backward"),
+        ("{backward: 2.0, weight: 1.0, overlapped: 1.5}", "overlapped"),
+        ("{backward: 2.0, weight: 1.0, overlapped: 3.5}", "overlapped"),
+        ("{backward: 0.0, weight: 0.0, overlapped: 1.0}", "backward"),
+    ],
+)
+def test_unphysical_op_time_ratios_fail_the_policy_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], ratios: str, problem: str
+) -> None:
+    # W > B (I < 0), F&B < max(F, B), F&B > F + B, no backward (schedules.md §8 item 11):
+    # refused where the set is read, at its position, not by the first review that simulates.
+    path = tmp_path / "team.yaml"
+    path.write_text(HEAD + f"settings:\n  op_time_ratios: {ratios}\nrules: []\n", "utf-8")
+    assert main(["lint-policies", str(path)]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith(f"{path}:5:") and problem in out.splitlines()[0]

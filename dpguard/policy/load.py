@@ -131,6 +131,14 @@ def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
         seen[rule.id] = rule.location
         rules.append(rule)
     settings = data.get("settings", {})
+    if "op_time_ratios" in settings:
+        # The schema types the ratios; whether they are physical (W < B, F&B within
+        # [max(F, B), F + B]) is the simulator's rule, checked here so a bad set fails to load
+        # with its position instead of failing the first review that simulates.
+        problems += [
+            f"{doc.location(('settings', 'op_time_ratios'))}: op_time_ratios: {problem}"
+            for problem in _ratio_problems(settings["op_time_ratios"])
+        ]
     policy_set = PolicySet(
         name=name,
         version=data["metadata"]["version"],
@@ -146,6 +154,16 @@ def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
         settings={k: v for k, v in settings.items() if k not in ("disable", "max_waiver_days")},
     )
     return policy_set, problems
+
+
+def _ratio_problems(ratios: dict[str, Any]) -> tuple[str, ...]:
+    from dpguard.schedules import ConstraintError, OpTimes
+
+    try:
+        OpTimes(1, ratios["backward"], ratios["weight"], ratios["overlapped"])
+    except ConstraintError as exc:
+        return exc.violations
+    return ()
 
 
 def expand(paths: Iterable[str]) -> list[str]:
