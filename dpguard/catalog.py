@@ -35,7 +35,7 @@ FAMILY_VENDOR: Mapping[str, str] = {
 VENDORS = frozenset(FAMILY_VENDOR.values())
 RESERVED_NAMES = frozenset({"custom"})
 
-_REQUIRED_NUMBERS = ("memory_gb", "peak_tflops_bf16")
+_REQUIRED_NUMBERS = ("memory_gb", "usable_gib", "peak_tflops_bf16")
 _OPTIONAL_NUMBERS = ("hbm_tbps", "scale_up_gbytes_per_s", "typical_inter_node_gbps_per_gpu")
 _REQUIRED_KEYS = frozenset(
     {"id", "vendor", "family", "scale_up_domain", "sources", *_REQUIRED_NUMBERS, *_OPTIONAL_NUMBERS}
@@ -52,6 +52,7 @@ class Accelerator:
     vendor: str
     family: str
     memory_gb: float
+    usable_gib: float  # what PyTorch reports as total_memory: the memory a run can use
     peak_tflops_bf16: float
     hbm_tbps: float | None
     scale_up_gbytes_per_s: float | None
@@ -135,6 +136,8 @@ def _parse_entry(entry: object, source: str, index: int) -> Accelerator:
         value = entry[key]
         if value is not None and (not _is_number(value) or value <= 0):
             raise _fail(source, where, f"{key} must be a positive number or null, got {value!r}")
+    if entry["usable_gib"] > entry["memory_gb"]:
+        raise _fail(source, where, "usable_gib cannot exceed memory_gb")
     domain = entry["scale_up_domain"]
     if not isinstance(domain, int) or isinstance(domain, bool) or domain < 1:
         raise _fail(source, where, f"scale_up_domain must be a positive integer, got {domain!r}")
@@ -155,6 +158,7 @@ def _parse_entry(entry: object, source: str, index: int) -> Accelerator:
         vendor=vendor,
         family=family,
         memory_gb=float(entry["memory_gb"]),
+        usable_gib=float(entry["usable_gib"]),
         peak_tflops_bf16=float(entry["peak_tflops_bf16"]),
         hbm_tbps=opt("hbm_tbps"),
         scale_up_gbytes_per_s=opt("scale_up_gbytes_per_s"),

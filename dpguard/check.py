@@ -12,6 +12,7 @@ from dpguard.planner.plan import Plan, make_plan
 from dpguard.policy.engine import Outcome, evaluate
 from dpguard.policy.facts import manifest_facts
 from dpguard.policy.model import Policies
+from dpguard.sizing import shape_warnings
 from dpguard.validate import validate
 from dpguard.yamlsource import YamlLoadError, load_file
 
@@ -45,8 +46,12 @@ def check_file(
     if findings:
         return FileResult(path, tuple(findings), None)
     manifest = build_manifest(doc, catalog)
+    warnings = tuple(
+        Finding(path, *manifest.position(where), "X025", Severity.WARNING, message)
+        for where, message in shape_warnings(manifest)
+    )
     if policies is None:
-        return FileResult(path, (), manifest)
+        return FileResult(path, warnings, manifest)
     outcome = evaluate(policies, manifest, manifest_facts(manifest))
     plan = make_plan(manifest, outcome, policies)
-    return FileResult(path, outcome.findings, manifest, outcome, plan)
+    return FileResult(path, tuple(sorted(warnings + outcome.findings)), manifest, outcome, plan)

@@ -25,6 +25,7 @@ COMMANDS: tuple[str, ...] = (
     "compare",
     "test",
     "plan",
+    "memory",
     "lint-policies",
     "rules",
     "explain",

@@ -45,4 +45,11 @@ CODES: dict[str, str] = {
     "X016": "quantity out of range",
     "X017": "dense model with active parameters different from total",
     "X018": "parameters leave nothing for the transformer layers",
+    "X019": "attention fields disagree (mla ranks without attention: mla, or the reverse)",
+    "X020": "recompute_modules without activation_recompute: selective",
+    "X021": "key-value heads do not divide the attention heads",
+    "X022": "tensor parallel size does not divide the key-value heads",
+    "X023": "MLA compression rank not smaller than the hidden size",
+    "X024": "dense_layers leaves no MoE layer",
+    "X025": "the shape implies a parameter count far from the declared one (warning)",
 }

@@ -1,4 +1,4 @@
-"""Cross-field checks a JSON Schema cannot express (codes X001-X018, docs/manifest.md).
+"""Cross-field checks a JSON Schema cannot express (codes X001-X024, docs/manifest.md).
 
 Each check reads only values that are present and passed the schema, and stays silent
 otherwise: the schema finding already covers a broken value, and every problem is still
@@ -48,7 +48,17 @@ class Raw:
     def has(self, dotted_path: str) -> bool:
         return self.get(dotted_path) is not None
 
+    def written(self, dotted_path: str) -> bool:
+        """Whether the key is present at all, broken or not."""
+        node: Any = self.doc.data
+        for part in dotted_path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
 
+
+_MOE_ONLY = ("moe_ffn_hidden_size", "shared_experts", "dense_layers")
 # Upper bounds for suffixed quantities; numbers are bounded by the schema itself.
 _QUANTITY_MAX = {"model.total_params": 10**15, "model.active_params": 10**15}
 _QUANTITY_MAX["training.tokens"] = 10**17
@@ -96,7 +106,7 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
             f"active_params ({active:,}) exceeds total_params ({total:,})",
         )
     if arch == "dense":
-        for key in ("experts", "experts_per_token"):
+        for key in ("experts", "experts_per_token", *_MOE_ONLY):
             if raw.get(f"model.{key}") is not None:
                 yield f"model.{key}", "X006", f"model.{key} is set on a dense model"
         if total and active and active < total:
@@ -117,6 +127,7 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
             "that routes every token to every expert is dense",
         )
     yield from _parameter_split(raw, arch, total, active, experts, top_k)
+    yield from _architecture(raw, arch)
 
     if raw.get("parallelism") is None:
         return
@@ -125,6 +136,15 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
     vs = raw.integer("parallelism.virtual_stages", 1)
     heads, seq = raw.integer("model.attention_heads"), raw.integer("model.seq_len")
     layers = raw.integer("model.layers")
+    kv = raw.integer("model.kv_heads")
+    if kv and tp and kv % tp and raw.get("model.attention") != "mla":
+        # Megatron-LM arguments.py: num_query_groups % tensor_model_parallel_size == 0
+        yield (
+            "parallelism.tensor",
+            "X022",
+            f"tensor parallel size {tp} does not divide kv_heads ({kv}): each tensor-parallel "
+            "rank needs whole key-value heads",
+        )
     if heads and tp and heads % tp:
         # Megatron-LM arguments.py: num_attention_heads % tensor_model_parallel_size == 0
         yield (
@@ -231,4 +251,47 @@ def _parameter_split(
             f"total_params ({total:,}){what} - embeddings {embeddings:,} leaves {rest:,.0f} "
             "parameters for the transformer layers; check total_params, active_params, "
             "experts, vocab_size and hidden_size",
+        )
+
+
+def _architecture(raw: Raw, arch: Any) -> Iterator[tuple[str, str, str]]:
+    """Attention kind, recompute modules, GQA, MLA ranks and MoE-only fields. (The parameter
+    count the shape implies is a warning on the built manifest: sizing.shape_warnings.)"""
+    attention, mla = raw.get("model.attention"), raw.get("model.mla")
+    if mla is not None and attention != "mla":
+        yield "model.mla", "X019", "model.mla is set but model.attention is not mla"
+    if attention == "mla" and not raw.written("model.mla"):
+        yield "model.attention", "X019", "attention: mla needs the model.mla ranks"
+    if raw.get("training.recompute_modules") is not None and (
+        raw.get("training.activation_recompute") != "selective"
+    ):
+        yield (
+            "training.recompute_modules",
+            "X020",
+            "recompute_modules applies only with activation_recompute: selective",
+        )
+    heads, kv = raw.integer("model.attention_heads"), raw.integer("model.kv_heads")
+    if heads and kv and heads % kv:
+        yield (
+            "model.kv_heads",
+            "X021",
+            f"kv_heads ({kv}) does not divide attention_heads ({heads}): every key-value head "
+            "serves a whole group of query heads",
+        )
+    hidden = raw.integer("model.hidden_size")
+    for rank in ("q_lora_rank", "kv_lora_rank"):
+        value = raw.integer(f"model.mla.{rank}")
+        if hidden and value and value >= hidden:
+            yield (
+                f"model.mla.{rank}",
+                "X023",
+                f"mla.{rank} ({value}) must be smaller than hidden_size ({hidden}): it is a "
+                "compression rank",
+            )
+    layers, dense_layers = raw.integer("model.layers"), raw.integer("model.dense_layers")
+    if arch == "moe" and layers and dense_layers is not None and dense_layers >= layers:
+        yield (
+            "model.dense_layers",
+            "X024",
+            f"dense_layers ({dense_layers}) must be smaller than layers ({layers}) on an MoE model",
         )

@@ -19,6 +19,10 @@ _SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 _MAX_DIGITS = 30
 _QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)([KMBT]?)")
 
+# Share of the marketed memory that PyTorch can use when the manifest writes memory_gb itself: an
+# "80 GB" H100 reports 79.1 GiB of total_memory (torchtitan issue #1789 log: 73.32 GiB = 92.70 %).
+_USABLE_SHARE = 79.1 / 80
+
 # Vendor -> scale-up link when the manifest does not say (NVLink on NVIDIA, Infinity Fabric
 # xGMI on AMD Instinct; domain.md (a)).
 _DEFAULT_INTRA_NODE = {"nvidia": "nvlink", "amd": "xgmi"}
@@ -60,8 +64,18 @@ class Cluster:
     vendor: str  # nvidia | amd | intel | custom
     family: str  # ampere | hopper | ... | custom
     memory_gb: float
+    usable_gib: float  # what the framework can allocate (catalog), before the policy headroom
     peak_tflops_bf16: float
     interconnect: Interconnect
+
+
+@dataclass(frozen=True)
+class MLA:
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,15 @@ class Model:
     vocab_size: int
     experts: int | None
     experts_per_token: int | None
+    ffn_hidden_size: int  # 4 x hidden_size unless written
+    ffn_activation: str  # gelu | swiglu
+    kv_heads: int  # attention_heads unless written
+    attention: str  # mha | mla
+    mla: MLA | None
+    moe_ffn_hidden_size: int | None  # None: derived from the parameter totals
+    shared_experts: int
+    dense_layers: int
+    mtp_layers: int
 
     @property
     def is_moe(self) -> bool:
@@ -90,6 +113,13 @@ class Training:
     precision: str
     zero_stage: int
     activation_recompute: str
+    sequence_parallel: bool | None  # None: on when tensor parallel > 1
+    recompute_modules: tuple[str, ...]  # used with activation_recompute: selective
+    activation_storage: str  # bf16 | fp8
+    activation_offload: bool
+    optimizer_offload: float
+    optimizer_moment_dtype: str  # fp32 | bf16
+    flash_attention: bool
 
 
 @dataclass(frozen=True)
@@ -172,6 +202,7 @@ def build_manifest(doc: SourceDoc, catalog: Catalog) -> Manifest:
         accelerator, vendor, family = acc.id, acc.vendor, acc.family
         memory_gb = float(c.get("memory_gb", acc.memory_gb))
         peak = float(c.get("peak_tflops_bf16", acc.peak_tflops_bf16))
+    share = acc.usable_gib / acc.memory_gb if acc is not None else _USABLE_SHARE
     link = c["interconnect"]
     cluster = Cluster(
         gpus=c["gpus"],
@@ -180,6 +211,7 @@ def build_manifest(doc: SourceDoc, catalog: Catalog) -> Manifest:
         vendor=vendor,
         family=family,
         memory_gb=memory_gb,
+        usable_gib=memory_gb * share,
         peak_tflops_bf16=peak,
         interconnect=Interconnect(
             inter_node_gbps_per_gpu=float(link["inter_node_gbps_per_gpu"]),
@@ -198,6 +230,15 @@ def build_manifest(doc: SourceDoc, catalog: Catalog) -> Manifest:
         vocab_size=m["vocab_size"],
         experts=m.get("experts"),
         experts_per_token=m.get("experts_per_token"),
+        ffn_hidden_size=m.get("ffn_hidden_size", 4 * m["hidden_size"]),
+        ffn_activation=m.get("ffn_activation", "gelu"),
+        kv_heads=m.get("kv_heads", m["attention_heads"]),
+        attention=m.get("attention", "mha"),
+        mla=MLA(**m["mla"]) if "mla" in m else None,
+        moe_ffn_hidden_size=m.get("moe_ffn_hidden_size"),
+        shared_experts=m.get("shared_experts", 0),
+        dense_layers=m.get("dense_layers", 0),
+        mtp_layers=m.get("mtp_layers", 0),
     )
     training = Training(
         tokens=parse_quantity(t["tokens"]),
@@ -206,6 +247,13 @@ def build_manifest(doc: SourceDoc, catalog: Catalog) -> Manifest:
         precision=t.get("precision", "bf16"),
         zero_stage=t.get("zero_stage", 1),
         activation_recompute=t.get("activation_recompute", "none"),
+        sequence_parallel=t.get("sequence_parallel"),
+        recompute_modules=tuple(t.get("recompute_modules", ("core_attn",))),
+        activation_storage=t.get("activation_storage", "bf16"),
+        activation_offload=t.get("activation_offload", False),
+        optimizer_offload=float(t.get("optimizer_offload", 0)),
+        optimizer_moment_dtype=t.get("optimizer_moment_dtype", "fp32"),
+        flash_attention=t.get("flash_attention", True),
     )
     parallelism, dp, micro = None, None, None
     if "parallelism" in data:

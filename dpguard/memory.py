@@ -1,41 +1,31 @@
-"""Training memory of the worst GPU of a pipeline: model states + activations (pure functions).
+"""Per-GPU training memory of every pipeline rank: model states + activations (pure functions).
 
-Sources: /work/shared/docs/domain.md (b) and schedules.md §5. Decisions (the plan prints
-`MemoryBreakdown.assumptions`):
+Sources (docs/memory.md has the whole derivation, the calibration table and the departures from
+Megatron-LM's `theoretical_memory_usage.py`):
 
-* GB -> bytes with GiB (2**30): HBM capacities are binary (A100 80 GB = 81,920 MiB);
-  `headroom_fraction` covers the CUDA context and fragmentation.
-* Model states, mixed-precision Adam (domain.md b.1), bytes/param: weights 2 (fp8 training keeps
-  bf16 weights and casts per GEMM, so fp8 counts as bf16); grads 4 for bf16/fp8 (Megatron's fp32
-  main-grad buffer), 2 for fp16; optimizer = fp32 master 4 + two moments (4 each, 2 for
-  DeepSeek-V3's BF16 moments) + for fp16 an fp32 main-grad copy 4. This reproduces Megatron's
-  dist_optimizer.md: bf16 18 -> 6 + 12/d, fp16 20 -> 4 + 16/d. ZeRO (arXiv 1910.02054 Fig. 1)
-  shards over d: stage 1 the optimizer, stage 2 + grads, stage 3 + weights.
-* Sharding (domain.md b.1 "MoE placement"): dense weights / (TP x PP), ZeRO over d = DP x CP
-  (Megatron's distributed optimizer uses the DP-with-CP group); expert weights / (EP x ETP x PP),
-  ZeRO over TP x CP x DP / (EP x ETP) (torchtitan: dp_shard*cp*tp == efsdp*ep). ETP defaults to TP
-  (Megatron's default); DeepSeek-style runs set 1.
-* MoE split without the FFN width: per_expert = (total - active) / (experts - top_k),
-  expert_total = experts x per_expert, dense = the rest (attention, shared experts, dense layers,
-  embeddings). Experts are assumed spread evenly over the layers.
-* Worst rank: v chunks of ceil(L / (P x v)) layers plus one vocab x hidden matrix, or both
-  (embedding and LM head) when P = 1 or the placement is V-shaped; vocab-parallel (/TP). Uneven
-  first/last stages (Llama 3 §3.3.2) are not modelled, which errs on the large side.
-* Activations per layer (Korthikanti et al. arXiv 2205.05198 Table 2), sequence parallelism
-  assumed on whenever TP > 1: sbh(c/t + 5as/(ht)), c = 34. `flash_attention=True` (default) drops
-  the 5as/(ht) score term (domain.md b.2 caveat: no s x s tensors kept); False gives the paper's
-  form. Selective: sbh*c/t. Full: 2sbh (layer input, not /t, as in Table 2) plus one layer's
-  activations while it is recomputed (our addition). CP divides s.
-* In-flight activations (domain.md b.3, schedules.md §5) come from the caller as units x layers
-  per unit. The LM-head rank also keeps fp32 logits 4sbv/t (Korthikanti §4.3) for one micro-batch:
-  the result is the larger of the worst rank's stash and one unit + logits.
-* A second parameter copy (DualPipe, arXiv 2412.19437 Table 2) repeats weights, grads and
-  optimizer states; DualPipeV on N ranks is 1 copy with v = 2 (schedules.md §5 caution).
+* Model-state bytes per parameter: Megatron-LM docs/user-guide/features/dist_optimizer.md (bf16
+  params + fp32 main grads + fp32 master + Adam moments: 18 B, 6 + 12/d with the distributed
+  optimizer); BF16 moments 2 + 4 + 8/d (DeepSeek-V3, arXiv 2412.19437 §3.3.3; Megatron's
+  precision-aware optimizer); ZeRO stages (arXiv 1910.02054 Fig. 1); optimizer offload removes
+  the offloaded fraction of the optimizer bytes (Kimi K2, arXiv 2507.20534 §2.4.2).
+* Parameter groups per stage: Megatron's split (theoretical_memory_usage.py L214-267): attention,
+  dense MLP, shared experts and vocab matrices / TP; routed experts / (EP x ETP). The leading
+  `dense_layers` are dense, the rest MoE; the embedding sits on the first stage, the output layer
+  (a copy of the tied embedding too, when P > 1) and the MTP layers on the last one.
+* Activations: per layer and per token, the tensors each block keeps for its backward pass
+  (Korthikanti et al. arXiv 2205.05198 §4.1 for the GPT block, which this reproduces exactly:
+  18h + 4 ffn + 5as with dropout; docs/memory.md (b) for GQA, SwiGLU, MLA and MoE with top-k
+  token copies), each tagged with what removes it: a Megatron-core recompute module
+  (transformer_config.py `recompute_modules`), FP8 storage (TE caches FP8 GEMM inputs; DeepSeek-V3
+  §3.3.3 and Kimi K2 §2.4.3 also SwiGLU inputs), sequence parallelism (Korthikanti §4.2.2).
+* In-flight micro-batches per rank from closed forms checked against the simulator
+  (dpguard.schedules.inflight); DualPipe keeps a second copy of the mirrored stage (arXiv
+  2412.19437 Table 2).
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -43,12 +33,35 @@ Precision = Literal["bf16", "fp8", "fp16"]
 Recompute = Literal["none", "selective", "full"]
 
 GIB = 2**30
-KORTHIKANTI_COEFFICIENT = 34.0  # arXiv 2205.05198 §4.1: 11 attention + 19 MLP + 4 LayerNorm
+# FP8 storage: 1 byte plus one FP32 scale per 1 x 128 tile (DeepSeek-V3 §3.3.2, Kimi K2 §2.4.3).
+FP8_BYTES = 1.0 + 4.0 / 128
+RECOMPUTE_MODULES = (
+    "core_attn",
+    "layernorm",
+    "mla_up_proj",
+    "mlp",
+    "moe",
+    "moe_act",
+    "shared_experts",
+)
+DEFAULT_RECOMPUTE_MODULES = ("core_attn",)  # Megatron-core transformer_config.py L560-582
 
 
 @dataclass(frozen=True)
-class ModelShape:
-    """Model facts. `active_params` None means dense (= total); `experts` 0 means no MoE."""
+class MLA:
+    """Multi-head latent attention ranks (DeepSeek-V2/V3). q_lora_rank 0: no query compression."""
+
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Model facts. `ffn_hidden_size` None: 4 x hidden; `kv_heads` None: attention_heads;
+    `moe_ffn_hidden_size` None: derived from total and active parameters."""
 
     total_params: float
     layers: int
@@ -57,19 +70,28 @@ class ModelShape:
     seq_len: int
     vocab_size: int
     active_params: float | None = None
+    ffn_hidden_size: int | None = None
+    swiglu: bool = False
+    kv_heads: int | None = None
+    mla: MLA | None = None
     experts: int = 0
     experts_per_token: int = 0
+    moe_ffn_hidden_size: int | None = None
+    shared_experts: int = 0
+    dense_layers: int = 0
+    mtp_layers: int = 0
     tied_embeddings: bool = False
-    activation_coefficient: float = KORTHIKANTI_COEFFICIENT
 
     def __post_init__(self) -> None:
         ints = (self.layers, self.hidden_size, self.attention_heads, self.seq_len, self.vocab_size)
-        if min(ints) < 1 or self.total_params <= 0 or self.activation_coefficient <= 0:
+        if min(ints) < 1 or self.total_params <= 0:
             raise ValueError("model sizes must be positive")
         if self.moe and not 0 < self.experts_per_token < self.experts:
             raise ValueError("MoE needs 0 < experts_per_token < experts")
         if self.moe and not 0 < self.active <= self.total_params:
             raise ValueError("MoE needs 0 < active_params <= total_params")
+        if not 0 <= self.dense_layers <= self.layers or self.mtp_layers < 0:
+            raise ValueError("dense_layers must be within 0..layers and mtp_layers >= 0")
 
     @property
     def moe(self) -> bool:
@@ -79,23 +101,142 @@ class ModelShape:
     def active(self) -> float:
         return self.total_params if self.active_params is None else self.active_params
 
+    @property
+    def ffn(self) -> int:
+        return self.ffn_hidden_size or 4 * self.hidden_size
+
+    @property
+    def kv(self) -> int:
+        return self.kv_heads or self.attention_heads
+
+    @property
+    def dropout(self) -> bool:
+        """GPT-style blocks (GeLU) train with dropout, Llama-style (SwiGLU) without: the masks
+        are 1 byte per element (Korthikanti §4.1)."""
+        return not self.swiglu
+
+    def is_moe_layer(self, index: int) -> bool:
+        return self.moe and index >= self.dense_layers
+
+
+# ---- Parameter counts -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerParams:
+    """Parameters of one layer: split over TP (attention, dense MLP, shared experts, router and
+    norms: the last two are replicated in Megatron, but too small to matter) and routed experts."""
+
+    dense: float
+    expert: float
+
+
+def _mlp_params(arch: Architecture, width: int) -> float:
+    return (3 if arch.swiglu else 2) * arch.hidden_size * width
+
+
+def attention_params(arch: Architecture) -> float:
+    """Megatron theoretical_memory_usage.py L62-93 (biases and norms left out)."""
+    h, a = arch.hidden_size, arch.attention_heads
+    if arch.mla is None:
+        return 2.0 * h * h * (1 + arch.kv / a)  # q, o: h x h; k, v: h x h x kv/a
+    m = arch.mla
+    qk = m.qk_head_dim + m.qk_rope_head_dim
+    q = h * a * qk if not m.q_lora_rank else m.q_lora_rank * (h + a * qk)
+    kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * a * (
+        m.qk_head_dim + m.v_head_dim
+    )
+    return float(q + kv + a * m.v_head_dim * h)
+
+
+def shape_layer_params(arch: Architecture, moe_layer: bool) -> LayerParams:
+    """One layer's parameters from the shape alone. MoE layers without moe_ffn_hidden_size get
+    their expert size from the declared totals (see `layer_params`)."""
+    h = arch.hidden_size
+    norms = (2 if arch.dropout else 1) * 2 * h  # LayerNorm has a bias, RMSNorm not
+    attn = attention_params(arch) + norms
+    if not moe_layer:
+        return LayerParams(attn + _mlp_params(arch, arch.ffn), 0.0)
+    width = arch.moe_ffn_hidden_size or 0
+    shared = arch.shared_experts * _mlp_params(arch, width)
+    router = h * arch.experts
+    return LayerParams(attn + shared + router, arch.experts * _mlp_params(arch, width))
+
+
+def embedding_matrices(arch: Architecture) -> int:
+    return 1 if arch.tied_embeddings else 2
+
+
+def shape_total_params(arch: Architecture) -> tuple[float, float]:
+    """(total, active) implied by the shape, MTP excluded (as published totals exclude it:
+    DeepSeek-V3's 671B). None of the MoE expert width known: experts count as zero."""
+    vocab = embedding_matrices(arch) * arch.vocab_size * arch.hidden_size
+    total = active = float(vocab)
+    for i in range(arch.layers):
+        p = shape_layer_params(arch, arch.is_moe_layer(i))
+        total += p.dense + p.expert
+        active += p.dense + (p.expert * arch.experts_per_token / arch.experts if arch.moe else 0)
+    return total, active
+
+
+@dataclass(frozen=True)
+class ParamLayout:
+    """Per-layer parameters scaled to the declared totals, and the MTP block."""
+
+    dense_layer: LayerParams
+    moe_layer: LayerParams
+    mtp: LayerParams  # all MTP layers together (projection + block; embedding/head shared)
+
+
+def layer_params(arch: Architecture) -> ParamLayout:
+    """The declared totals decide the bytes, the shape decides where they sit: routed experts
+    hold (total - active) x E / (E - k) (all experts minus the k active ones), the dense part the
+    rest after the vocab matrices, spread over the layers in the shape's proportions."""
+    h = arch.hidden_size
+    vocab = embedding_matrices(arch) * arch.vocab_size * h
+    dense_l = shape_layer_params(arch, False)
+    moe_l = shape_layer_params(arch, True)
+    n_moe = sum(1 for i in range(arch.layers) if arch.is_moe_layer(i))
+    n_dense = arch.layers - n_moe
+    experts = 0.0
+    if arch.moe:
+        experts = (
+            (arch.total_params - arch.active)
+            * arch.experts
+            / (arch.experts - arch.experts_per_token)
+        )
+    body_shape = n_dense * dense_l.dense + n_moe * moe_l.dense
+    body = arch.total_params - vocab - experts
+    if body <= 0 or body_shape <= 0:
+        raise ValueError("total_params leave nothing for the transformer layers")
+    scale = body / body_shape
+    per_moe_expert = experts / n_moe if n_moe else 0.0
+    dense_layer = LayerParams(dense_l.dense * scale, 0.0)
+    moe_layer = LayerParams(moe_l.dense * scale, per_moe_expert)
+    block = moe_layer if arch.moe else dense_layer
+    mtp = LayerParams(arch.mtp_layers * (block.dense + 2.0 * h * h), arch.mtp_layers * block.expert)
+    return ParamLayout(dense_layer, moe_layer, mtp)
+
+
+# ---- Parallel layout and training setup -------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ParallelDegrees:
-    """Degrees of one run. `pipeline` counts pipeline *ranks* (devices), `virtual_stages` chunks
-    per rank (2 for DualPipeV / ZBV). `expert_tensor` None = `tensor`. SP is on when tensor > 1."""
+    """Degrees of one run. `pipeline` counts pipeline ranks (devices). `expert_tensor` None =
+    `tensor`. `sequence_parallel` None: on when tensor > 1 (Megatron's recommendation)."""
 
     tensor: int = 1
     pipeline: int = 1
     data: int = 1
     expert: int = 1
     context: int = 1
-    virtual_stages: int = 1
     expert_tensor: int | None = None
+    sequence_parallel: bool | None = None
 
     def __post_init__(self) -> None:
         degrees = (self.tensor, self.pipeline, self.data, self.expert, self.context)
-        if min(*degrees, self.virtual_stages, self.etp) < 1:
+        if min(*degrees, self.etp) < 1:
             raise ValueError("parallel degrees must be >= 1")
 
     @property
@@ -103,240 +244,448 @@ class ParallelDegrees:
         return self.tensor if self.expert_tensor is None else self.expert_tensor
 
     @property
-    def sequence_parallel(self) -> bool:
-        return self.tensor > 1
+    def sp(self) -> bool:
+        return self.tensor > 1 if self.sequence_parallel is None else self.sequence_parallel
+
+    @property
+    def expert_data(self) -> float:
+        """ZeRO degree of expert parameters: EP x ETP x EDP = TP x CP x DP."""
+        return self.tensor * self.context * self.data / (self.expert * self.etp)
 
 
 @dataclass(frozen=True)
 class TrainingSetup:
-    """Precision, ZeRO stage (0..3), recompute mode and micro-batch size of one run."""
-
     precision: Precision = "bf16"
     zero_stage: int = 1
     activation_recompute: Recompute = "none"
+    recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES
     micro_batch_size: int = 1
-    optimizer_moment_bytes: int = 4  # 2 for BF16 moments (DeepSeek-V3 §3.3.3)
+    optimizer_moment_bytes: int = 4  # 2 for BF16 moments
+    activation_fp8: bool = False  # activation_storage: fp8
+    activation_offload: bool = False
+    optimizer_offload: float = 0.0
     flash_attention: bool = True
 
     def __post_init__(self) -> None:
         if self.zero_stage not in (0, 1, 2, 3) or self.micro_batch_size < 1:
             raise ValueError("zero_stage must be 0..3 and micro_batch_size >= 1")
-        if self.optimizer_moment_bytes not in (2, 4):
-            raise ValueError("optimizer_moment_bytes must be 2 (bf16) or 4 (fp32)")
+        if self.optimizer_moment_bytes not in (2, 4) or not 0 <= self.optimizer_offload <= 1:
+            raise ValueError("moment bytes must be 2 or 4 and optimizer_offload within 0..1")
 
-
-@dataclass(frozen=True)
-class ScheduleMemory:
-    """Schedule facts from the simulator: peak in-flight activation units on the worst rank,
-    layers per unit (None = one chunk, ceil(L/(P*v))), parameter copies, V-shaped placement."""
-
-    in_flight_units: float
-    layers_per_unit: float | None = None
-    param_copies: int = 1
-    v_shape: bool = False
-
-    def __post_init__(self) -> None:
-        if self.in_flight_units < 0 or self.param_copies < 1:
-            raise ValueError("in_flight_units >= 0 and param_copies >= 1 required")
+    @property
+    def modules(self) -> frozenset[str]:
+        """Recomputed modules under selective recompute (none: nothing, full: handled apart)."""
+        if self.activation_recompute != "selective":
+            return frozenset()
+        return frozenset(self.recompute_modules)
 
 
 @dataclass(frozen=True)
 class StateBytes:
-    """Model-state bytes per parameter."""
-
     weights: float
     gradients: float
     optimizer: float
 
-    @property
-    def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer
+
+def state_bytes(training: TrainingSetup) -> StateBytes:
+    """Unsharded bytes/param (Megatron dist_optimizer.md: bf16/fp32 18 B, fp16/fp16 20 B; FP8
+    training keeps BF16 weights and casts per GEMM)."""
+    moments = 2.0 * training.optimizer_moment_bytes
+    if training.precision == "fp16":
+        return StateBytes(2.0, 2.0, 4.0 + 4.0 + moments)  # + an fp32 main-grad copy
+    return StateBytes(2.0, 4.0, 4.0 + moments)
+
+
+def sharded_bytes(training: TrainingSetup, degree: float) -> StateBytes:
+    """Per-GPU bytes/param after ZeRO over `degree` ranks and optimizer offload."""
+    s = state_bytes(training)
+    z = training.zero_stage
+    return StateBytes(
+        s.weights / degree if z >= 3 else s.weights,
+        s.gradients / degree if z >= 2 else s.gradients,
+        s.optimizer * (1 - training.optimizer_offload) / (degree if z >= 1 else 1),
+    )
+
+
+# ---- Activations ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class MemoryBreakdown:
-    """Bytes on the worst GPU. weights/gradients/optimizer are one parameter copy."""
+class TokenBytes:
+    """Stored bytes per token of one layer: `seq` is sharded by SP (else replicated over TP),
+    `tp` lives inside the tensor-parallel region (/ TP), `expert` counts the k routed copies
+    (balanced over EP, split over TP like the sequence), `scores` the s x s attention terms
+    per token (/ TP, x keys)."""
 
+    seq: float = 0.0
+    tp: float = 0.0
+    expert: float = 0.0
+    scores: float = 0.0
+
+
+def layer_token_bytes(arch: Architecture, moe_layer: bool, training: TrainingSetup) -> TokenBytes:
+    """Bytes per token one layer keeps for its backward pass (no full recompute)."""
+    h, a = arch.hidden_size, arch.attention_heads
+    mods = training.modules
+    bf = 2.0
+    fp8_gemm = training.precision == "fp8" or training.activation_fp8
+    gemm = FP8_BYTES if fp8_gemm else bf  # a Linear's input
+    act_in = FP8_BYTES if training.activation_fp8 else bf  # a SwiGLU/GeLU input (MoE, DeepSeek)
+    mask = 1.0 if arch.dropout else 0.0
+    norm_out = 0.0 if "layernorm" in mods else gemm  # norm output = next GEMM's input
+    seq = tp = 0.0
+    # Attention block: norm input, norm output, (MLA latents), q/k/v kept by flash attention,
+    # the output (o-proj input), the log-sum-exp, the dropout mask after o-proj.
+    seq += bf * h + norm_out * h + mask * h
+    if arch.mla is None:
+        tp += bf * h * (1 + 2 * arch.kv / a) + gemm * h + 4.0 * a
+    else:
+        m = arch.mla
+        qk = m.qk_head_dim + m.qk_rope_head_dim
+        seq += bf * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim)  # latents (norm inputs)
+        seq += norm_out * (m.q_lora_rank + m.kv_lora_rank)  # up-projection inputs
+        if "mla_up_proj" not in mods:
+            tp += bf * a * (2 * qk + m.v_head_dim)
+        tp += gemm * a * m.v_head_dim + 4.0 * a
+    scores = 0.0
+    if not training.flash_attention and "core_attn" not in mods:
+        # softmax output 2 B, dropout mask 1 B and dropout output 2 B (Korthikanti: 5as)
+        scores = 5.0 * a if arch.dropout else 2.0 * a
+    # MLP or MoE block: norm input and output, then the feed-forward tensors.
+    seq += bf * h + mask * h
+    expert = 0.0
+    up = 2 if arch.swiglu else 1  # fc1 outputs per ffn unit (gate and up for SwiGLU)
+    if not moe_layer:
+        if "mlp" in mods:
+            seq += gemm * h  # checkpointed MLP: its input only
+        else:
+            seq += norm_out * h
+            tp += bf * up * arch.ffn + gemm * arch.ffn
+    elif "moe" in mods:
+        seq += gemm * h
+    else:
+        width = arch.moe_ffn_hidden_size or _expert_width(arch)
+        seq += norm_out * h + 4.0 * arch.experts  # router logits (fp32)
+        # FP8 storage caches the SwiGLU input and recomputes its output (DeepSeek-V3 §3.3.3),
+        # which is what the moe_act module does.
+        fc2_in = 0.0 if "moe_act" in mods or training.activation_fp8 else gemm * width
+        # Per routed copy: dispatched input, fc1 output (the activation's input), fc2 input.
+        # Megatron-core multiplies the routing probability inside the expert's activation
+        # (weighted SwiGLU), so the expert outputs are not kept for the probability gradient.
+        per_copy = gemm * h + act_in * up * width + fc2_in
+        expert = arch.experts_per_token * per_copy
+        if "shared_experts" not in mods:
+            tp += arch.shared_experts * (act_in * up * width + gemm * width)
+    return TokenBytes(seq, tp, expert, scores)
+
+
+def _expert_width(arch: Architecture) -> float:
+    """Per-expert FFN width from the declared totals when the manifest does not give it."""
+    n_moe = arch.layers - arch.dense_layers
+    per_expert = (arch.total_params - arch.active) / (arch.experts - arch.experts_per_token)
+    return per_expert / max(n_moe, 1) / ((3 if arch.swiglu else 2) * arch.hidden_size)
+
+
+def layer_activation_bytes(
+    arch: Architecture,
+    moe_layer: bool,
+    parallel: ParallelDegrees,
+    training: TrainingSetup,
+    recompute: Recompute | None = None,
+) -> float:
+    """Bytes one layer stores for one micro-batch on one GPU."""
+    tokens = arch.seq_len / parallel.context * training.micro_batch_size
+    t = parallel.tensor
+    seq_div = t if parallel.sp else 1
+    if (recompute or training.activation_recompute) == "full":
+        return tokens * 2.0 * arch.hidden_size / seq_div  # the checkpointed layer input
+    b = layer_token_bytes(arch, moe_layer, training)
+    keys = arch.seq_len / parallel.context  # FlashAttention-less scores: s/cp queries x s keys
+    return tokens * (
+        b.seq / seq_div + b.tp / t + b.expert / seq_div + b.scores * keys * parallel.context / t
+    )
+
+
+# ---- Per-rank memory --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PipelineLayout:
+    """How a schedule places stages: `stages` in total over `ranks` devices, `stage_ranks[s]`
+    the rank of stage s; `mirror` (DualPipe) keeps a second copy of stage P-1-r on rank r.
+    `inflight[r]`: peak in-flight (stage, micro-batch) activations of rank r."""
+
+    ranks: int
+    stages: int
+    stage_ranks: tuple[int, ...]
+    inflight: tuple[int, ...]
+    mirror: bool = False
+
+
+def pipeline_layout(
+    schedule: str, ranks: int, virtual: int, inflight: Sequence[int]
+) -> PipelineLayout:
+    """Stage placement of each schedule (dpguard.schedules definitions)."""
+    if schedule == "dualpipev":
+        order = tuple(range(ranks)) + tuple(reversed(range(ranks)))
+        return PipelineLayout(ranks, 2 * ranks, order, tuple(inflight))
+    chunks = virtual if schedule == "interleaved-1f1b" else 1
+    stages = ranks * chunks
+    return PipelineLayout(
+        ranks,
+        stages,
+        tuple(s % ranks for s in range(stages)),
+        tuple(inflight),
+        mirror=schedule == "dualpipe",
+    )
+
+
+def stage_layers(layers: int, stages: int) -> list[range]:
+    """Layer indices of each stage: an even split, the remainder spread (Megatron needs exact
+    division unless first/last stages are set by hand; ADV002 flags the uneven case)."""
+    return [range(s * layers // stages, (s + 1) * layers // stages) for s in range(stages)]
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """Relative error bands (low, high) of each part, measured on the calibration runs."""
+
+    states: tuple[float, float] = (0.03, 0.05)
+    activations: tuple[float, float] = (0.40, 0.60)
+    overhead_gib: float = 1.5  # CUDA context, NCCL and cuBLAS/TE workspaces (central)
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """Bytes on one GPU of pipeline rank `rank`. `replica` is DualPipe's second parameter copy
+    (weights + gradients + optimizer states of the mirrored stage)."""
+
+    rank: int
     weights: float
     gradients: float
     optimizer: float
+    replica: float
     activations: float
-    replication_extra: float
-    parameters: float  # parameters held by the worst GPU for one copy (before ZeRO-3)
-    assumptions: tuple[str, ...]
+    other: float  # logits, FSDP gather buffers, runtime overhead
+    inflight: int
+    layers: int
+    parameters: float  # parameters this GPU holds, both copies under DualPipe (before ZeRO-3)
+    low: float
+    high: float
     total: float = field(init=False)
 
     def __post_init__(self) -> None:
-        parts = (self.weights, self.gradients, self.optimizer, self.activations)
-        object.__setattr__(self, "total", sum(parts) + self.replication_extra)
+        parts = (self.weights, self.gradients, self.optimizer, self.replica, self.activations)
+        object.__setattr__(self, "total", sum(parts) + self.other)
+
+    @property
+    def states(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.replica
+
+    def gib(self) -> dict[str, float | int]:
+        """The JSON contract of `dpguard memory` (docs/memory.md), GiB to 0.01."""
+        parts = {
+            "weights_gib": self.weights,
+            "gradients_gib": self.gradients,
+            "optimizer_gib": self.optimizer,
+            "replica_gib": self.replica,
+            "activations_gib": self.activations,
+            "other_gib": self.other,
+            "total_gib": self.total,
+            "low_gib": self.low,
+            "high_gib": self.high,
+        }
+        out: dict[str, float | int] = {"rank": self.rank}
+        out.update({k: round(v / GIB, 2) for k, v in parts.items()})
+        out["inflight_microbatches"] = self.inflight
+        return out
 
 
-def state_bytes(precision: Precision, moment_bytes: int = 4) -> StateBytes:
-    """Unsharded bytes/param (Megatron dist_optimizer.md: bf16/fp32 18 B, fp16/fp16 20 B)."""
-    if precision == "fp16":
-        return StateBytes(2.0, 2.0, 4.0 + 4.0 + 2.0 * moment_bytes)  # + fp32 main-grad copy
-    return StateBytes(2.0, 4.0, 4.0 + 2.0 * moment_bytes)  # bf16 and fp8 (bf16 weights kept)
+@dataclass(frozen=True)
+class MemoryEstimate:
+    ranks: tuple[RankMemory, ...]
+    assumptions: tuple[str, ...]
+
+    @property
+    def worst(self) -> RankMemory:
+        return max(self.ranks, key=lambda r: (r.total, -r.rank))
 
 
-def zero_sharded(state: StateBytes, zero_stage: int, degree: float) -> StateBytes:
-    """Per-GPU bytes/param after ZeRO over `degree` ranks (arXiv 1910.02054 Fig. 1)."""
-    return StateBytes(
-        state.weights / degree if zero_stage >= 3 else state.weights,
-        state.gradients / degree if zero_stage >= 2 else state.gradients,
-        state.optimizer / degree if zero_stage >= 1 else state.optimizer,
-    )
+def _stage_params(
+    arch: Architecture, layout: ParamLayout, layers: range, first: bool, last: bool, pipeline: int
+) -> tuple[float, float]:
+    """(dense, expert) parameters of one stage, one copy, before any sharding."""
+    dense = expert = 0.0
+    for i in layers:
+        p = layout.moe_layer if arch.is_moe_layer(i) else layout.dense_layer
+        dense += p.dense
+        expert += p.expert
+    vh = arch.vocab_size * arch.hidden_size
+    if first:
+        dense += vh
+    if last and (pipeline > 1 or not arch.tied_embeddings):
+        dense += vh  # output layer; with P > 1 Megatron keeps a copy of the tied embedding here
+    if last:
+        dense += layout.mtp.dense
+        expert += layout.mtp.expert
+    return dense, expert
 
 
-def expert_params(model: ModelShape) -> float:
-    """All routed-expert parameters: experts x (total - active) / (experts - top_k); 0 if dense."""
-    if not model.moe:
-        return 0.0
-    per_expert = (model.total_params - model.active) / (model.experts - model.experts_per_token)
-    return model.experts * per_expert
-
-
-def embedding_params(model: ModelShape) -> float:
-    """Input embedding plus LM head (one shared matrix when tied)."""
-    return model.vocab_size * model.hidden_size * (1 if model.tied_embeddings else 2)
-
-
-def layers_on_rank(model: ModelShape, parallel: ParallelDegrees) -> int:
-    """Layers on the worst pipeline rank: v chunks of ceil(L / (P*v)) layers."""
-    chunks = parallel.pipeline * parallel.virtual_stages
-    return math.ceil(model.layers / chunks) * parallel.virtual_stages
-
-
-def vocab_matrices_on_rank(model: ModelShape, parallel: ParallelDegrees, v_shape: bool) -> int:
-    """vocab x hidden matrices on the worst rank for one parameter copy."""
-    both_ends = parallel.pipeline == 1 or v_shape
-    return 2 if both_ends and not model.tied_embeddings else 1
-
-
-def _expert_data_degree(parallel: ParallelDegrees) -> float:
-    ranks = parallel.tensor * parallel.context * parallel.data
-    group = parallel.expert * parallel.etp
-    if ranks % group:
-        raise ValueError(f"EP x ETP = {group} must divide TP x CP x DP = {ranks}")
-    return ranks / group
-
-
-def activation_bytes_per_layer(
-    model: ModelShape, parallel: ParallelDegrees, training: TrainingSetup
-) -> float:
-    """Stored activation bytes of one layer for one micro-batch (arXiv 2205.05198 Table 2)."""
-    s = model.seq_len / parallel.context
-    sbh = s * training.micro_batch_size * model.hidden_size
-    t = parallel.tensor
-    if training.activation_recompute == "full":
-        return 2.0 * sbh
-    per_token = model.activation_coefficient / t
-    if training.activation_recompute == "none" and not training.flash_attention:
-        # 5as/(ht): softmax, dropout mask and scores over all s keys (queries are s/cp)
-        per_token += 5.0 * model.attention_heads * model.seq_len / (model.hidden_size * t)
-    return sbh * per_token
-
-
-def activation_bytes(
-    model: ModelShape,
+def estimate(
+    arch: Architecture,
     parallel: ParallelDegrees,
     training: TrainingSetup,
-    schedule: ScheduleMemory,
-) -> float:
-    """Peak activation bytes on the worst rank (stash + recompute working set + fp32 logits)."""
-    per_layer = activation_bytes_per_layer(model, parallel, training)
-    unit_layers = schedule.layers_per_unit
-    if unit_layers is None:
-        unit_layers = math.ceil(model.layers / (parallel.pipeline * parallel.virtual_stages))
+    pipeline: PipelineLayout,
+    uncertainty: Uncertainty = Uncertainty(),
+) -> MemoryEstimate:
+    """Memory of one GPU of every pipeline rank (see the module docstring)."""
+    layout = layer_params(arch)
+    sharding = training
+    if training.zero_stage >= 3 and pipeline.ranks > 1:
+        # FSDP under pipeline parallelism keeps parameters gathered and gradients unsharded
+        # across the micro-batches of a step (torchtitan's default reshard policy with PP;
+        # DeepSpeed refuses ZeRO-3 with PP): only the optimizer stays sharded.
+        sharding = replace(training, zero_stage=1)
+    per_dense = sharded_bytes(sharding, parallel.data * parallel.context)
+    per_expert = sharded_bytes(sharding, parallel.expert_data)
+    stages = stage_layers(arch.layers, pipeline.stages)
+    last_stage = pipeline.stages - 1
+    tokens = arch.seq_len / parallel.context * training.micro_batch_size
+    logits = 4.0 * tokens * arch.vocab_size / parallel.tensor  # fp32 logits (Korthikanti §4.3)
+    act = {
+        moe: layer_activation_bytes(arch, moe, parallel, training)
+        for moe in ((False, True) if arch.moe else (False,))
+    }
     working = 0.0
     if training.activation_recompute == "full":
-        no_recompute = replace(training, activation_recompute="none")
-        working = activation_bytes_per_layer(model, parallel, no_recompute)
-    s = model.seq_len / parallel.context
-    logits = 4.0 * s * training.micro_batch_size * model.vocab_size / parallel.tensor
-    head_on_worst = parallel.pipeline == 1 or schedule.v_shape or schedule.param_copies > 1
-    stash = schedule.in_flight_units * unit_layers * per_layer + (logits if head_on_worst else 0)
-    last_rank = unit_layers * per_layer + logits  # LM-head rank: one unit, then its backward
-    return max(stash, last_rank) + working
+        # One layer's full activations while it is recomputed for its backward.
+        no = replace(training, activation_recompute="none")
+        working = max(layer_activation_bytes(arch, m, parallel, no) for m in act)
+    mtp_act = arch.mtp_layers * act[arch.moe]
+
+    def states(stage: int) -> tuple[float, float, float, float]:
+        dense, expert = _stage_params(
+            arch, layout, stages[stage], stage == 0, stage == last_stage, pipeline.ranks
+        )
+        dense /= parallel.tensor
+        expert /= parallel.expert * parallel.etp
+        w = dense * per_dense.weights + expert * per_expert.weights
+        g = dense * per_dense.gradients + expert * per_expert.gradients
+        o = dense * per_dense.optimizer + expert * per_expert.optimizer
+        return w, g, o, dense + expert
+
+    ranks: list[RankMemory] = []
+    s_lo, s_hi = uncertainty.states
+    a_lo, a_hi = uncertainty.activations
+    overhead = uncertainty.overhead_gib * GIB
+    for r in range(pipeline.ranks):
+        own = [s for s in range(pipeline.stages) if pipeline.stage_ranks[s] == r]
+        w = g = o = params = 0.0
+        for s in own:
+            sw, sg, so, sp = states(s)
+            w, g, o, params = w + sw, g + sg, o + so, params + sp
+        replica = 0.0
+        held = list(own)
+        if pipeline.mirror:
+            mirror = pipeline.stages - 1 - r
+            mw, mg, mo, mp = states(mirror)
+            replica, params = mw + mg + mo, params + mp
+            held.append(mirror)
+        layer_ids = [i for s in held for i in stages[s]]
+        n_layers = len(layer_ids)
+        per_layer = (
+            sum(act[arch.is_moe_layer(i)] for i in layer_ids) / n_layers if n_layers else 0.0
+        )
+        units = pipeline.inflight[r]
+        if training.activation_offload:
+            # Kimi K2 §2.4.3: the micro-batch being computed and the one being prefetched stay
+            # on the GPU; the other in-flight activations wait in host memory.
+            units = min(units, 2)
+        unit_layers = n_layers / len(held) if held else 0.0
+        activations = units * unit_layers * per_layer + (working if n_layers else 0.0)
+        other = overhead
+        if last_stage in held:
+            other += logits
+            activations += mtp_act  # MTP layers: one micro-batch on the last stage
+        if training.zero_stage >= 3:
+            # FSDP all-gathers one layer's weights and prefetches the next (bf16, / TP).
+            biggest = max(layout.dense_layer.dense, layout.moe_layer.dense)
+            other += 2 * 2.0 * biggest / parallel.tensor
+        state_total = w + g + o + replica
+        low = state_total * (1 - s_lo) + activations * (1 - a_lo) + other - overhead / 2
+        high = state_total * (1 + s_hi) + activations * (1 + a_hi) + other + overhead
+        ranks.append(
+            RankMemory(
+                r,
+                w,
+                g,
+                o,
+                replica,
+                activations,
+                other,
+                pipeline.inflight[r],
+                n_layers,
+                params,
+                low,
+                high,
+            )
+        )
+    return MemoryEstimate(tuple(ranks), _assumptions(arch, parallel, training, pipeline))
 
 
-def memory_per_gpu(
-    model: ModelShape,
-    parallel: ParallelDegrees,
-    training: TrainingSetup,
-    schedule: ScheduleMemory,
-) -> MemoryBreakdown:
-    """Memory of the worst GPU of one pipeline rank (see the module docstring)."""
-    layer_share = layers_on_rank(model, parallel) / model.layers
-    experts = expert_params(model)
-    dense_layers = model.total_params - experts - embedding_params(model)
-    if dense_layers <= 0:
-        raise ValueError("total_params leave nothing for the dense layers after the embeddings")
-    vocab = vocab_matrices_on_rank(model, parallel, schedule.v_shape)
-    vocab *= model.vocab_size * model.hidden_size
-    dense = (dense_layers * layer_share + vocab) / parallel.tensor
-    expert = experts * layer_share / (parallel.expert * parallel.etp)
-
-    unsharded = state_bytes(training.precision, training.optimizer_moment_bytes)
-    dense_d = parallel.data * parallel.context
-    per_dense = zero_sharded(unsharded, training.zero_stage, dense_d)
-    per_expert = zero_sharded(unsharded, training.zero_stage, _expert_data_degree(parallel))
-    weights = dense * per_dense.weights + expert * per_expert.weights
-    grads = dense * per_dense.gradients + expert * per_expert.gradients
-    optim = dense * per_dense.optimizer + expert * per_expert.optimizer
-    extra = (schedule.param_copies - 1) * (weights + grads + optim)
-
-    act_form = {
-        "none": "sbh(c/t)" if training.flash_attention else "sbh(c/t + 5as/(ht))",
-        "selective": "sbh(c/t)",
-        "full": "2sbh + one layer's sbh(c/t) while recomputed",
+def _assumptions(
+    arch: Architecture, parallel: ParallelDegrees, training: TrainingSetup, pipe: PipelineLayout
+) -> tuple[str, ...]:
+    s = state_bytes(training)
+    zero = f"ZeRO-{training.zero_stage} over {parallel.data * parallel.context} (dense)"
+    if arch.moe:
+        zero += f", {parallel.expert_data:g} (expert)"
+    offload = training.optimizer_offload
+    mods = ", ".join(sorted(training.modules)) or "nothing"
+    recompute = {
+        "none": "no recompute",
+        "full": "full recompute (layer inputs kept)",
+        "selective": f"selective recompute of {mods}",
     }[training.activation_recompute]
-    expert_d = f", {_expert_data_degree(parallel):g} (expert)" if model.moe else ""
-    assumptions = (
-        f"model states {unsharded.total:g} B/param ({training.precision}: weights "
-        f"{unsharded.weights:g} + grads {unsharded.gradients:g} + optimizer "
-        f"{unsharded.optimizer:g}), ZeRO-{training.zero_stage} over {dense_d} (dense)"
-        f"{expert_d} ranks",
-        f"worst rank: {layers_on_rank(model, parallel)} of {model.layers} layers, "
-        f"{dense:.4g} dense + {expert:.4g} expert params"
-        + (f", x{schedule.param_copies} parameter copies" if schedule.param_copies > 1 else ""),
-        f"activations Korthikanti {act_form}, c = {model.activation_coefficient:g}, SP "
-        f"{'on' if parallel.sequence_parallel else 'off'}, {schedule.in_flight_units:g} "
-        f"micro-batch{'' if schedule.in_flight_units == 1 else 'es'} in flight",
-    )
-    return MemoryBreakdown(
-        weights=weights,
-        gradients=grads,
-        optimizer=optim,
-        activations=activation_bytes(model, parallel, training, schedule),
-        replication_extra=extra,
-        parameters=dense + expert,
-        assumptions=assumptions,
+    storage = "FP8" if training.activation_fp8 else "BF16"
+    if training.precision == "fp8" and not training.activation_fp8:
+        storage = "FP8 GEMM-input"
+    block = ("SwiGLU" if arch.swiglu else "GeLU") + (", MLA" if arch.mla else "")
+    if arch.moe:
+        block += f", MoE top-{arch.experts_per_token}"
+    return (
+        f"model states {s.weights + s.gradients + s.optimizer:g} B/param unsharded (weights "
+        f"{s.weights:g} + grads {s.gradients:g} + optimizer {s.optimizer:g}), {zero} ranks"
+        + (f", {offload:.0%} of the optimizer offloaded" if offload else ""),
+        f"activations from the block's own tensors ({block}), {recompute}, {storage} storage, "
+        f"SP {'on' if parallel.sp else 'off'}"
+        + (", offloaded to host but for 2 micro-batches" if training.activation_offload else ""),
+        f"{pipe.stages} stage{'s' if pipe.stages > 1 else ''} on {pipe.ranks} "
+        f"rank{'s' if pipe.ranks > 1 else ''}"
+        + (", a second copy of the mirrored stage per rank" if pipe.mirror else ""),
     )
 
 
-def fits(breakdown: MemoryBreakdown, memory_gb: float, headroom_fraction: float = 0.1) -> bool:
-    """True when the total stays under memory_gb GiB less `headroom_fraction` of it."""
+def usable_bytes(usable_gib: float, headroom_fraction: float) -> float:
     if not 0 <= headroom_fraction < 1:
         raise ValueError("headroom_fraction must be in [0, 1)")
-    return breakdown.total <= memory_gb * GIB * (1.0 - headroom_fraction)
+    return usable_gib * GIB * (1.0 - headroom_fraction)
 
 
-def single_gpu_breakdown(
-    model: ModelShape, training: TrainingSetup, data_parallel: int = 1
-) -> MemoryBreakdown:
-    """Pure data parallel over `data_parallel` GPUs (ZeRO shards over them): the whole model's
-    states plus one micro-batch of activations through all layers on one GPU."""
-    parallel = ParallelDegrees(data=data_parallel)
-    return memory_per_gpu(model, parallel, training, ScheduleMemory(1, model.layers))
+def verdict(rank: RankMemory, usable: float) -> str:
+    """fits | likely-oom (central over, low bound under) | oom (even the low bound is over)."""
+    if rank.low > usable:
+        return "oom"
+    return "likely-oom" if rank.total > usable else "fits"
 
 
-def model_fits_one_gpu(
-    model: ModelShape,
+def fits_one_gpu(
+    arch: Architecture,
     training: TrainingSetup,
-    memory_gb: float,
-    headroom_fraction: float = 0.1,
-    data_parallel: int = 1,
-) -> bool:
-    """Whether pipeline parallelism is unnecessary: see `single_gpu_breakdown`."""
-    breakdown = single_gpu_breakdown(model, training, data_parallel)
-    return fits(breakdown, memory_gb, headroom_fraction)
+    data_parallel: int,
+    uncertainty: Uncertainty = Uncertainty(),
+) -> RankMemory:
+    """Pure data parallelism over `data_parallel` GPUs: the whole model's states (ZeRO shards
+    over them) and one micro-batch of activations through every layer, on one GPU."""
+    pipe = PipelineLayout(1, 1, (0,), (1,))
+    return estimate(arch, ParallelDegrees(data=data_parallel), training, pipe, uncertainty).ranks[0]

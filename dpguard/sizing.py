@@ -2,14 +2,14 @@
 
 The one bridge between the normalised `Manifest` and the pure models (`dpguard.memory`,
 `dpguard.compute`, `dpguard.schedules`), shared by the policy facts and the planner. Every
-assumption (headroom, activation coefficient, op-time ratios, efficiency) comes from the policy
+assumption (headroom, memory error bands, op-time ratios, efficiency) comes from the policy
 settings (`policies/planner.yaml`), never from constants here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -43,9 +43,10 @@ def expert_tensor(tensor: int, expert: int, context: int, data: int) -> int:
     return tensor if (tensor * context * data) % (expert * tensor) == 0 else 1
 
 
-def model_shape(manifest: Manifest, settings: Mapping[str, Any]) -> memory.ModelShape:
+def architecture(manifest: Manifest) -> memory.Architecture:
     m = manifest.model
-    return memory.ModelShape(
+    mla = None if m.mla is None else memory.MLA(**asdict(m.mla))
+    return memory.Architecture(
         total_params=m.total_params,
         layers=m.layers,
         hidden_size=m.hidden_size,
@@ -53,21 +54,50 @@ def model_shape(manifest: Manifest, settings: Mapping[str, Any]) -> memory.Model
         seq_len=m.seq_len,
         vocab_size=m.vocab_size,
         active_params=m.active_params if m.is_moe else None,
+        ffn_hidden_size=m.ffn_hidden_size,
+        swiglu=m.ffn_activation == "swiglu",
+        kv_heads=m.kv_heads,
+        mla=mla if m.attention == "mla" else None,
         experts=m.experts or 0,
         experts_per_token=m.experts_per_token or 0,
+        moe_ffn_hidden_size=m.moe_ffn_hidden_size,
+        shared_experts=m.shared_experts,
+        dense_layers=m.dense_layers if m.is_moe else 0,
+        mtp_layers=m.mtp_layers,
         tied_embeddings=not (manifest.parallelism and manifest.parallelism.untie_embeddings),
-        activation_coefficient=float(settings["activation_coefficient"]),
     )
 
 
-def training_setup(manifest: Manifest, zero_stage: int | None = None) -> memory.TrainingSetup:
+def training_setup(manifest: Manifest, **changes: Any) -> memory.TrainingSetup:
+    """The manifest's training settings; `changes` override fields (the planner's levers)."""
     t = manifest.training
-    return memory.TrainingSetup(
+    setup = memory.TrainingSetup(
         precision=t.precision,  # type: ignore[arg-type]
-        zero_stage=t.zero_stage if zero_stage is None else zero_stage,
+        zero_stage=t.zero_stage,
         activation_recompute=t.activation_recompute,  # type: ignore[arg-type]
+        recompute_modules=t.recompute_modules,
         micro_batch_size=t.micro_batch_size,
+        optimizer_moment_bytes=2 if t.optimizer_moment_dtype == "bf16" else 4,
+        activation_fp8=t.activation_storage == "fp8",
+        activation_offload=t.activation_offload,
+        optimizer_offload=t.optimizer_offload,
+        flash_attention=t.flash_attention,
     )
+    return replace(setup, **changes) if changes else setup
+
+
+def uncertainty(settings: Mapping[str, Any]) -> memory.Uncertainty:
+    u = settings["memory_uncertainty"]
+    return memory.Uncertainty(
+        states=(float(u["states"][0]), float(u["states"][1])),
+        activations=(float(u["activations"][0]), float(u["activations"][1])),
+        overhead_gib=float(u["runtime_overhead_gib"]),
+    )
+
+
+def usable_bytes(manifest: Manifest, settings: Mapping[str, Any]) -> float:
+    """The catalog's usable memory less the policy's headroom."""
+    return memory.usable_bytes(manifest.cluster.usable_gib, float(settings["memory_headroom"]))
 
 
 def op_times(settings: Mapping[str, Any]) -> Any:
@@ -90,70 +120,175 @@ def _simulate(schedule: str, ranks: int, microbatches: int, virtual: int, times:
     return simulate(schedule, ranks, microbatches, times, virtual_stages=virtual)
 
 
+def _virtual(s: Strategy) -> int:
+    return s.virtual_stages if s.schedule == "interleaved-1f1b" else 1
+
+
 def simulation(s: Strategy, settings: Mapping[str, Any]) -> Any | None:
     """The exact simulation of `s`, or None when the schedule's constraints reject it."""
     from dpguard.schedules import check
 
-    virtual = s.virtual_stages if s.schedule == "interleaved-1f1b" else 1
-    if s.schedule == "none" or check(s.schedule, s.pipeline, s.microbatches, virtual):
+    if s.schedule == "none" or check(s.schedule, s.pipeline, s.microbatches, _virtual(s)):
         return None
-    return _simulate(s.schedule, s.pipeline, s.microbatches, virtual, op_times(settings))
+    return _simulate(s.schedule, s.pipeline, s.microbatches, _virtual(s), op_times(settings))
 
 
-def stage_memory(
-    manifest: Manifest, s: Strategy, settings: Mapping[str, Any]
-) -> memory.MemoryBreakdown | None:
-    """Memory of the worst GPU under `s`, with the schedule's in-flight activations counted on
-    the simulated timeline (None when the schedule rejects the strategy)."""
+def pipeline_layout(s: Strategy) -> memory.PipelineLayout | None:
+    """Stage placement and in-flight micro-batches of `s` from closed forms (no simulation;
+    dpguard.schedules.inflight is checked against the simulator in its tests). None when the
+    schedule's constraints reject the strategy."""
+    from dpguard.schedules import check
+    from dpguard.schedules.inflight import inflight
+
     if s.schedule == "none":
-        units, virtual, copies, v_shape = 1.0, 1, 1, False
-    else:
-        result = simulation(s, settings)
-        if result is None:
-            return None
-        from dpguard.schedules import SCHEDULES
+        return memory.PipelineLayout(1, 1, (0,), (1,))
+    if check(s.schedule, s.pipeline, s.microbatches, _virtual(s)):
+        return None
+    counts = inflight(s.schedule, s.pipeline, s.microbatches, _virtual(s))
+    return memory.pipeline_layout(s.schedule, s.pipeline, _virtual(s), counts)
 
-        units = float(max(result.peak_activations_per_rank))
-        # The registry's copies relative to 1F1B on the same devices: DualPipe keeps two model
-        # copies (arXiv 2412.19437 Table 2); DualPipeV's two 1/(2N) chunks weigh as one 1/N.
-        copies = int(SCHEDULES[s.schedule].param_copies)
-        v_shape = s.schedule == "dualpipev"
-        virtual = 2 if v_shape else result.virtual_stages
+
+def parallel_degrees(manifest: Manifest, s: Strategy) -> memory.ParallelDegrees:
     dp = data_parallel(manifest, s)
-    parallel = memory.ParallelDegrees(
+    return memory.ParallelDegrees(
         tensor=s.tensor,
         pipeline=s.pipeline,
         data=dp,
         expert=s.expert,
         context=s.context,
-        virtual_stages=virtual,
         expert_tensor=expert_tensor(s.tensor, s.expert, s.context, dp),
-    )
-    return memory.memory_per_gpu(
-        model_shape(manifest, settings),
-        parallel,
-        training_setup(manifest),
-        memory.ScheduleMemory(units, None, copies, v_shape),
+        sequence_parallel=manifest.training.sequence_parallel,
     )
 
 
-def fits(
-    manifest: Manifest, breakdown: memory.MemoryBreakdown, settings: Mapping[str, Any]
-) -> bool:
-    return memory.fits(breakdown, manifest.cluster.memory_gb, float(settings["memory_headroom"]))
+def stage_memory(
+    manifest: Manifest,
+    s: Strategy,
+    settings: Mapping[str, Any],
+    training: memory.TrainingSetup | None = None,
+) -> memory.MemoryEstimate | None:
+    """Memory of every pipeline rank under `s` (None when the schedule rejects the strategy)."""
+    layout = pipeline_layout(s)
+    if layout is None:
+        return None
+    return memory.estimate(
+        architecture(manifest),
+        parallel_degrees(manifest, s),
+        training or training_setup(manifest),
+        layout,
+        uncertainty(settings),
+    )
+
+
+def verdict(
+    manifest: Manifest, estimate: memory.MemoryEstimate, settings: Mapping[str, Any]
+) -> str:
+    return memory.verdict(estimate.worst, usable_bytes(manifest, settings))
+
+
+def fits(manifest: Manifest, estimate: memory.MemoryEstimate, settings: Mapping[str, Any]) -> bool:
+    """The central estimate of the worst rank fits the usable memory less headroom."""
+    return verdict(manifest, estimate, settings) == "fits"
+
+
+def remedies(
+    manifest: Manifest, s: Strategy, settings: Mapping[str, Any]
+) -> tuple[tuple[str, float], ...]:
+    """(change, worst-rank GiB after it) for the changes that cut memory without new hardware,
+    cheapest first: FP8 activation storage, activation offload, full recompute, twice the
+    tensor parallel size inside a node, twice the pipeline depth. Each is judged alone; a
+    change that does not apply (already set, or not a valid layout) is left out."""
+    t = manifest.training
+    trials: list[tuple[str, Strategy, dict[str, Any]]] = []
+    if t.activation_storage != "fp8":
+        trials.append(("activation_storage: fp8", s, {"activation_fp8": True}))
+    if not t.activation_offload:
+        trials.append(("activation_offload: true", s, {"activation_offload": True}))
+    if t.activation_recompute != "full":
+        trials.append(("activation_recompute: full", s, {"activation_recompute": "full"}))
+    m, c = manifest.model, manifest.cluster
+    tp = 2 * s.tensor
+    if (
+        tp <= c.gpus_per_node
+        and m.attention_heads % tp == 0
+        and m.kv_heads % min(tp, m.kv_heads) == 0
+    ):
+        trials.append((f"tensor: {tp}", replace(s, tensor=tp), {}))
+    pp = 2 * s.pipeline
+    if s.schedule != "none" and pp <= m.layers:
+        trials.append((f"pipeline: {pp}", replace(s, pipeline=pp), {}))
+    out = []
+    for label, strategy, changes in trials:
+        if c.gpus % (strategy.tensor * strategy.pipeline * strategy.context):
+            continue
+        dp = data_parallel(manifest, strategy)
+        if (strategy.tensor * strategy.context * dp) % strategy.expert:
+            continue
+        gbs, mbs = manifest.training.global_batch_size, manifest.training.micro_batch_size
+        if gbs % (mbs * dp):
+            continue
+        strategy = replace(strategy, microbatches=gbs // (mbs * dp))
+        estimate = stage_memory(manifest, strategy, settings, training_setup(manifest, **changes))
+        if estimate is not None:
+            out.append((label, estimate.worst.total / GIB))
+    return tuple(out)
 
 
 def model_fits_one_gpu(manifest: Manifest, settings: Mapping[str, Any]) -> bool:
-    """Would the run need no model parallelism at all? Weights and gradients replicated on every
-    GPU (ZeRO-2/3 sharding of them is itself model-state parallelism, so it is capped at stage
-    1 here), optimizer states sharded over all GPUs, one micro-batch through every layer."""
-    return memory.model_fits_one_gpu(
-        model_shape(manifest, settings),
+    """Would the run certainly need no model parallelism? Weights and gradients replicated on
+    every GPU (ZeRO-2/3 sharding of them is itself model-state parallelism, so it is capped at
+    stage 1 here), optimizer states sharded over all GPUs, one micro-batch through every
+    layer: the estimate's *high* bound fits (HR004 rejects a pipeline only when certain)."""
+    rank = memory.fits_one_gpu(
+        architecture(manifest),
         training_setup(manifest, zero_stage=min(manifest.training.zero_stage, 1)),
-        manifest.cluster.memory_gb,
-        float(settings["memory_headroom"]),
-        data_parallel=manifest.cluster.gpus,
+        manifest.cluster.gpus,
+        uncertainty(settings),
     )
+    return rank.high <= usable_bytes(manifest, settings)
+
+
+def shape_warnings(manifest: Manifest) -> tuple[tuple[str, str], ...]:
+    """(dotted path, message) where the parameter count the shape implies is far from the
+    declared one (X025): a `70B` that should be `7B`, or a missing ffn_hidden_size. Skipped
+    for MoE models without moe_ffn_hidden_size (the shape does not fix the experts' size)."""
+    m = manifest.model
+    if m.is_moe and m.moe_ffn_hidden_size is None:
+        return ()
+    arch = architecture(manifest)
+    derived = memory.shape_total_params(arch)
+    out = []
+    for key, written, implied in zip(
+        ("total_params", "active_params"), (m.total_params, m.active_params), derived, strict=True
+    ):
+        if key == "active_params" and not m.is_moe:
+            continue
+        if max(implied / written, written / implied) > SHAPE_TOLERANCE:
+            experts = f", {m.experts} experts of {m.moe_ffn_hidden_size}" if m.is_moe else ""
+            out.append(
+                (
+                    f"model.{key}",
+                    f"the shape ({m.layers} layers, hidden {m.hidden_size}, FFN "
+                    f"{m.ffn_hidden_size} {m.ffn_activation}{experts}, vocab {m.vocab_size}) "
+                    f"implies about {_short(implied)} parameters, but {key} is "
+                    f"{_short(written)}: check both (ffn_hidden_size, ffn_activation, kv_heads "
+                    "and untie_embeddings shape the count)",
+                )
+            )
+    return tuple(out)
+
+
+# A shape-derived count further than this factor from the declared one is a warning. Llama 3,
+# GPT-3 and DeepSeek-V3 written in full land within 2 % of their published counts; Llama-style
+# models written with the default 4h GeLU MLP and MHA within 10 %.
+SHAPE_TOLERANCE = 1.25
+
+
+def _short(n: float) -> str:
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return f"{n:,.0f}"
 
 
 def efficiency(manifest: Manifest, settings: Mapping[str, Any]) -> float:

@@ -51,7 +51,7 @@ class Plan:
     data_parallel: int
     microbatches: int
     micro_batch_size: int
-    memory: Any  # MemoryBreakdown of the worst GPU, or None
+    memory: Any  # MemoryEstimate of every pipeline rank, or None
     memory_limit_gb: float
     candidates: tuple[ScheduleNumbers, ...]
     ideal_gpu_hours: float
@@ -219,7 +219,7 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
         microbatches=c.strategy.microbatches if c else 0,
         micro_batch_size=c.micro_batch_size if c else 0,
         memory=c.memory if c else None,
-        memory_limit_gb=manifest.cluster.memory_gb * (1 - float(settings["memory_headroom"])),
+        memory_limit_gb=sizing.usable_bytes(manifest, settings) / sizing.GIB,
         candidates=candidates,
         ideal_gpu_hours=sizing.ideal_gpu_hours(manifest, settings),
         efficiency=sizing.efficiency(manifest, settings),

@@ -94,7 +94,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
     verdicts = judge_schedules(plan, policies)
     baseline = plan.numbers("1f1b")
     chosen = plan.numbers(plan.schedule)
-    memory = plan.memory
+    memory = plan.memory.worst if plan.memory else None
     settings = policies.settings
     refusal = next(iter(plan.outcome.redirects), None)
     refusal_finding = next(
@@ -108,7 +108,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         if plan.data_parallel
         else 1
     )
-    params = memory.parameters * (2 if plan.schedule == "dualpipe" else 1) if memory else 0
+    params = memory.parameters if memory else 0
     assumptions = [
         f"compute: 6 x {thousands(m.model.active_params)} active parameters x "
         f"{_tokens(m.training.tokens)} tokens at {m.cluster.peak_tflops_bf16:g} TFLOP/s dense "
@@ -123,8 +123,8 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
             f"F&B {ms['overlapped']} (B/F = {ratios['backward']:g}, W/F = {ratios['weight']:g}, "
             f"F&B/F = {ratios['overlapped']:g}; no communication time modelled)"
         )
-    if memory is not None:
-        assumptions += list(memory.assumptions)
+    if plan.memory is not None:
+        assumptions += list(plan.memory.assumptions)
     return {
         "name": m.name,
         "description": m.description or "",
@@ -134,6 +134,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "gpus": m.cluster.gpus,
         "accelerator": m.cluster.accelerator,
         "memory_gb": f"{m.cluster.memory_gb:g}",
+        "usable_gib": f"{m.cluster.usable_gib:g}",
         "headroom_pct": f"{float(settings['memory_headroom']):.0%}",
         "tokens": _tokens(m.training.tokens),
         "seq_len": m.model.seq_len,
@@ -153,9 +154,12 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         and target["min"] <= plan.microbatches / plan.pipeline <= target["max"],
         "memory": {
             "total_gb": _gb(memory.total) if memory else "n/a",
+            "low_gb": _gb(memory.low) if memory else "n/a",
+            "high_gb": _gb(memory.high) if memory else "n/a",
             "activations_gb": _gb(memory.activations) if memory else "n/a",
-            "replication_gb": _gb(memory.replication_extra) if memory else "n/a",
+            "replication_gb": _gb(memory.replica) if memory else "n/a",
             "limit_gb": f"{plan.memory_limit_gb:.1f}",
+            "worst": memory.gib() if memory else None,
         },
         "params_per_gpu": f"{params / 1e9:.2f}B",
         "param_density": f"{params / m.model.total_params:.2%}" if params else "n/a",
@@ -293,13 +297,17 @@ def plan_dict(plan: Plan, policies: Policies) -> dict[str, Any]:
         "memory_bytes": None
         if plan.memory is None
         else {
-            "weights": plan.memory.weights,
-            "gradients": plan.memory.gradients,
-            "optimizer": plan.memory.optimizer,
-            "activations": plan.memory.activations,
-            "replication_extra": plan.memory.replication_extra,
-            "total": plan.memory.total,
+            "weights": (w := plan.memory.worst).weights,
+            "gradients": w.gradients,
+            "optimizer": w.optimizer,
+            "activations": w.activations,
+            "replication_extra": w.replica,
+            "other": w.other,
+            "total": w.total,
+            "low": w.low,
+            "high": w.high,
         },
+        "memory_worst_rank": None if plan.memory is None else plan.memory.worst.gib(),
         "memory_limit_gib": plan.memory_limit_gb,
         "kernel": {
             "kernel": plan.kernel.kernel,

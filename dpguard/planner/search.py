@@ -22,14 +22,14 @@ from typing import Any
 
 from dpguard import sizing
 from dpguard.manifest import Manifest
-from dpguard.memory import MemoryBreakdown
+from dpguard.memory import MemoryEstimate
 
 
 @dataclass(frozen=True)
 class Candidate:
     strategy: sizing.Strategy
     micro_batch_size: int
-    memory: MemoryBreakdown
+    memory: MemoryEstimate
 
 
 @dataclass(frozen=True)
@@ -86,11 +86,11 @@ def _fit(
             violated.append(violations[0])
             continue
         sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
-        breakdown = sizing.stage_memory(sized, s, settings)
-        if breakdown is not None and sizing.fits(sized, breakdown, settings):
-            return Candidate(s, mbs, breakdown)
-        if breakdown is not None and (smallest is None or breakdown.total < smallest):
-            smallest = breakdown.total
+        estimate = sizing.stage_memory(sized, s, settings)
+        if estimate is not None and sizing.fits(sized, estimate, settings):
+            return Candidate(s, mbs, estimate)
+        if estimate is not None and (smallest is None or estimate.worst.total < smallest):
+            smallest = estimate.worst.total
     if smallest is not None:
         why.append(
             f"P = {base.pipeline}, T = {base.tensor}: {smallest / sizing.GIB:.1f} GiB per GPU "

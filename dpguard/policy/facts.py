@@ -82,12 +82,26 @@ _SPECS = (
     _f("model.vocab_size", "int", "vocabulary size"),
     _f("model.experts", "int", "routed experts (unset on dense models)"),
     _f("model.experts_per_token", "int", "experts per token (unset on dense models)"),
+    _f("model.ffn_hidden_size", "int", "dense FFN width (4 x hidden unless written)"),
+    _f("model.ffn_activation", "str", "feed-forward activation", ("gelu", "swiglu")),
+    _f("model.kv_heads", "int", "key-value heads (attention_heads unless written)"),
+    _f("model.attention", "str", "attention kind", ("mha", "mla")),
+    _f("model.moe_ffn_hidden_size", "int", "routed expert FFN width (unset: derived)"),
+    _f("model.shared_experts", "int", "shared experts per MoE layer"),
+    _f("model.dense_layers", "int", "leading dense layers of an MoE model"),
+    _f("model.mtp_layers", "int", "multi-token-prediction layers"),
     _f("training.tokens", "int", "training tokens"),
     _f("training.global_batch_size", "int", "sequences per optimizer step"),
     _f("training.micro_batch_size", "int", "sequences per micro-batch"),
     _f("training.precision", "str", "compute precision", ("bf16", "fp8", "fp16")),
     _f("training.zero_stage", "int", "ZeRO stage"),
     _f("training.activation_recompute", "str", "recompute mode", ("none", "selective", "full")),
+    _f("training.sequence_parallel", "bool", "sequence parallelism as written (unset: on with TP)"),
+    _f("training.activation_storage", "str", "activation storage precision", ("bf16", "fp8")),
+    _f("training.activation_offload", "bool", "activations offloaded to host memory"),
+    _f("training.optimizer_offload", "number", "fraction of optimizer states in host memory"),
+    _f("training.optimizer_moment_dtype", "str", "Adam moment precision", ("fp32", "bf16")),
+    _f("training.flash_attention", "bool", "attention keeps no s x s scores"),
     _f("parallelism.tensor", "int", "proposed tensor-parallel size (unset: nothing proposed)"),
     _f("parallelism.pipeline", "int", "proposed pipeline depth P"),
     _f("parallelism.virtual_stages", "int", "proposed virtual stages per rank"),
@@ -137,10 +151,17 @@ _SPECS = (
     _f(
         "derived.model_fits_one_gpu",
         "bool",
-        "weights, grads and ZeRO-1-sharded optimizer states plus one micro-batch fit one GPU",
+        "weights, grads and ZeRO-1-sharded optimizer states plus one micro-batch certainly "
+        "fit one GPU (the estimate's high bound)",
         anchor="model.total_params",
     ),
     _f("policy.memory_headroom", "number", "fraction of GPU memory the policy keeps free"),
+    _f(
+        "policy.usable_memory_gb",
+        "number",
+        "GiB per GPU a run may use: the catalog's usable memory less the policy headroom",
+        anchor="cluster.accelerator",
+    ),
     _f(
         "proposal.schedule",
         "str",
@@ -157,7 +178,33 @@ _SPECS = (
     _f(
         "proposal.stage_fits",
         "bool",
-        "the worst stage fits in memory with the policy headroom",
+        "the worst stage's central estimate fits the usable memory",
+        anchor="parallelism.pipeline",
+    ),
+    _f(
+        "proposal.memory_low_gb",
+        "number",
+        "low bound of the worst stage's GiB per GPU (the calibration's error band)",
+        anchor="parallelism.pipeline",
+    ),
+    _f(
+        "proposal.memory_high_gb",
+        "number",
+        "high bound of the worst stage's GiB per GPU",
+        anchor="parallelism.pipeline",
+    ),
+    _f(
+        "proposal.memory_verdict",
+        "str",
+        "fits, likely-oom (central estimate over the usable memory) or oom (low bound over)",
+        ("fits", "likely-oom", "oom"),
+        anchor="parallelism.pipeline",
+    ),
+    _f(
+        "proposal.memory_remedies",
+        "str",
+        "the changes that cut the worst stage's memory, each with its estimate (unset when "
+        "the stage fits)",
         anchor="parallelism.pipeline",
     ),
     _f(
@@ -322,11 +369,16 @@ def sized_facts(
     facts: dict[str, Any] = {
         "derived.model_fits_one_gpu": sizing.model_fits_one_gpu(manifest, settings),
         "policy.memory_headroom": float(settings["memory_headroom"]),
+        "policy.usable_memory_gb": sizing.usable_bytes(manifest, settings) / sizing.GIB,
     }
     names = (
         "proposal.schedule",
         "proposal.stage_memory_gb",
         "proposal.stage_fits",
+        "proposal.memory_low_gb",
+        "proposal.memory_high_gb",
+        "proposal.memory_verdict",
+        "proposal.memory_remedies",
         "proposal.replication_gb",
         "proposal.bubble",
         "proposal.gpu_hours",
@@ -350,11 +402,21 @@ def sized_facts(
             name, p.tensor, p.pipeline, p.expert, p.context, p.virtual_stages, micro
         )
 
-    breakdown = sizing.stage_memory(manifest, strategy(schedule), settings)
-    if breakdown is not None:
-        facts["proposal.stage_memory_gb"] = breakdown.total / sizing.GIB
-        facts["proposal.stage_fits"] = sizing.fits(manifest, breakdown, settings)
-        facts["proposal.replication_gb"] = breakdown.replication_extra / sizing.GIB
+    estimate = sizing.stage_memory(manifest, strategy(schedule), settings)
+    if estimate is not None:
+        worst = estimate.worst
+        verdict = sizing.verdict(manifest, estimate, settings)
+        facts["proposal.stage_memory_gb"] = worst.total / sizing.GIB
+        facts["proposal.memory_low_gb"] = worst.low / sizing.GIB
+        facts["proposal.memory_high_gb"] = worst.high / sizing.GIB
+        facts["proposal.memory_verdict"] = verdict
+        facts["proposal.stage_fits"] = verdict == "fits"
+        facts["proposal.replication_gb"] = worst.replica / sizing.GIB
+        if verdict != "fits":
+            facts["proposal.memory_remedies"] = "; ".join(
+                f"{change} -> {gib:.1f} GiB"
+                for change, gib in sizing.remedies(manifest, strategy(schedule), settings)
+            )
     runs = [("proposal", schedule), ("plan", plan_schedule)]
     if per_schedule:
         runs += [(f"schedules.{name}", name) for name in SCHEDULES]
@@ -369,6 +431,6 @@ def sized_facts(
         if prefix.startswith("schedules."):
             memory = sizing.stage_memory(manifest, strategy(name), settings)
             if memory is not None:
-                facts[f"{prefix}.stage_memory_gb"] = memory.total / sizing.GIB
+                facts[f"{prefix}.stage_memory_gb"] = memory.worst.total / sizing.GIB
                 facts[f"{prefix}.stage_fits"] = sizing.fits(manifest, memory, settings)
     return facts

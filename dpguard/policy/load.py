@@ -27,7 +27,7 @@ SCHEMA_FILE = "policy.schema.json"
 DEFAULT_MAX_WAIVER_DAYS = 90
 REQUIRED_SETTINGS = (
     "memory_headroom",
-    "activation_coefficient",
+    "memory_uncertainty",
     "op_time_ratios",
     "efficiency",
     "planner",

@@ -1,0 +1,170 @@
+"""`dpguard memory MANIFEST`: per-rank memory of the proposed (or planned) layout.
+
+Every pipeline rank's weights, gradients, optimizer states, DualPipe's second copy,
+activations with their in-flight count, other (logits, buffers, runtime), the central estimate
+with its error band, the usable memory and the verdict. The JSON keys are a contract
+(docs/memory.md). Exit 1 when the verdict is `oom` (even the low bound does not fit) or the
+manifest is invalid, 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from dpguard.commands._policies import add_policy_option
+
+if TYPE_CHECKING:
+    from dpguard.manifest import Manifest
+    from dpguard.memory import MemoryEstimate
+    from dpguard.policy.model import Policies
+    from dpguard.sizing import Strategy
+
+HELP = "per-rank memory breakdown (states, activations, error band, verdict) of a manifest"
+# Text output lists every rank up to this depth; deeper pipelines show first, worst and last.
+_ALL_RANKS_UP_TO = 8
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="MANIFEST", help="the training manifest")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="default: text")
+    add_policy_option(parser)
+
+
+def _strategy(manifest: Manifest, policies: Policies) -> tuple[Strategy | None, int, str]:
+    """The layout and micro-batch size to size: the proposal as written, with the policies'
+    schedule when it names none; without a parallelism section, the plan's. (None, 0, why)
+    when there is nothing to size."""
+    from dpguard import sizing
+    from dpguard.planner.plan import make_plan
+    from dpguard.policy.engine import evaluate
+    from dpguard.policy.facts import manifest_facts
+
+    p, micro = manifest.parallelism, manifest.microbatches
+    if p is not None and micro is not None and (p.schedule or p.pipeline == 1):
+        schedule = p.schedule or "none"
+        s = sizing.Strategy(
+            schedule, p.tensor, p.pipeline, p.expert, p.context, p.virtual_stages, micro
+        )
+        return s, manifest.training.micro_batch_size, "as proposed"
+    outcome = evaluate(policies, manifest, manifest_facts(manifest))
+    if p is not None and micro is not None:
+        schedule = outcome.facts.get("proposal.schedule") or "none"
+        s = sizing.Strategy(
+            schedule, p.tensor, p.pipeline, p.expert, p.context, p.virtual_stages, micro
+        )
+        how = f"as proposed, with the policies' schedule {schedule}"
+        if sizing.pipeline_layout(s) is None:  # e.g. DualPipeV with M < 2P: size it as 1F1B
+            s = replace(s, schedule="1f1b")
+            how = f"as proposed; {schedule} cannot run at P = {p.pipeline}, M = {micro}: as 1f1b"
+        return s, manifest.training.micro_batch_size, how
+    plan = make_plan(manifest, outcome, policies)
+    if plan.memory is None or plan.schedule is None:
+        return None, 0, "no feasible plan: " + "; ".join(plan.notes)
+    s = sizing.Strategy(
+        plan.schedule, plan.tensor, plan.pipeline, plan.expert, plan.context, 1, plan.microbatches
+    )
+    return s, plan.micro_batch_size, "as planned by dpguard: the manifest proposes no parallelism"
+
+
+def report(
+    manifest: Manifest, s: Strategy, estimate: MemoryEstimate, policies: Policies
+) -> dict[str, Any]:
+    from dpguard import sizing
+
+    usable = sizing.usable_bytes(manifest, policies.settings)
+    worst = estimate.worst
+    return {
+        "usable_gib": round(usable / sizing.GIB, 2),
+        "worst_rank": worst.rank,
+        "ranks": [r.gib() for r in estimate.ranks],
+        "verdict": sizing.verdict(manifest, estimate, policies.settings),
+        "strategy": {
+            "schedule": s.schedule,
+            "tensor": s.tensor,
+            "pipeline": s.pipeline,
+            "expert": s.expert,
+            "context": s.context,
+            "data_parallel": sizing.data_parallel(manifest, s),
+            "microbatches": s.microbatches,
+            "micro_batch_size": manifest.training.micro_batch_size,
+        },
+        "assumptions": list(estimate.assumptions),
+    }
+
+
+def band(r: dict[str, Any]) -> str:
+    return f"{r['low_gib']:.1f}-{r['high_gib']:.1f}"
+
+
+def _text(path: str, data: dict[str, Any], how: str, remedies: list[str]) -> str:
+    s = data["strategy"]
+    ranks = data["ranks"]
+    shown = ranks
+    if len(ranks) > _ALL_RANKS_UP_TO:
+        keep = {0, data["worst_rank"], len(ranks) - 1}
+        shown = [r for r in ranks if r["rank"] in keep]
+    head = (
+        f"{path}: {s['schedule']}, TP {s['tensor']} x PP {s['pipeline']} x CP {s['context']} x "
+        f"DP {s['data_parallel']}, EP {s['expert']}, M {s['microbatches']}, micro-batch "
+        f"{s['micro_batch_size']} ({how})"
+    )
+    cols = ("rank", "weights", "grads", "optim", "replica", "activ", "other", "total", "band")
+    lines = [
+        head,
+        "",
+        "{:>5}{:>9}{:>8}{:>8}{:>9}{:>9}{:>7}{:>8}  {:<13}{}".format(*cols, "in flight"),
+    ]
+    for r in shown:
+        mark = "*" if r["rank"] == data["worst_rank"] else " "
+        lines.append(
+            f"{r['rank']:>4}{mark}{r['weights_gib']:>9.1f}{r['gradients_gib']:>8.1f}"
+            f"{r['optimizer_gib']:>8.1f}{r['replica_gib']:>9.1f}{r['activations_gib']:>9.1f}"
+            f"{r['other_gib']:>7.1f}{r['total_gib']:>8.1f}  "
+            f"{band(r):<13}{r['inflight_microbatches']}"
+        )
+    lines += [
+        "",
+        f"GiB per GPU; * worst rank. Usable: {data['usable_gib']:.1f} GiB. "
+        f"Verdict: {data['verdict']}",
+    ]
+    lines += [f"  if {r}" for r in remedies]
+    lines += ["assumptions:"] + [f"  - {a}" for a in data["assumptions"]]
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpguard import sizing
+    from dpguard.check import check_file
+    from dpguard.commands._policies import load
+    from dpguard.exitcodes import ExitCode
+
+    policies = load(args.policy)
+    result = check_file(args.file)
+    manifest = result.manifest
+    if manifest is None:
+        for finding in result.findings:
+            print(finding.format(), file=sys.stderr)
+        print(f"{args.file}: the manifest is invalid; nothing to size", file=sys.stderr)
+        return ExitCode.FAILED
+    s, mbs, how = _strategy(manifest, policies)
+    manifest = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs or 1))
+    estimate = sizing.stage_memory(manifest, s, policies.settings) if s else None
+    if s is None or estimate is None:
+        print(f"{args.file}: nothing to size: {how if s is None else 'the schedule cannot run'}")
+        return ExitCode.FAILED
+    data = report(manifest, s, estimate, policies)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    else:
+        remedies = []
+        if data["verdict"] != "fits":
+            remedies = [
+                f"{change}: {gib:.1f} GiB"
+                for change, gib in sizing.remedies(manifest, s, policies.settings)
+            ]
+        sys.stdout.write(_text(args.file, data, how, remedies))
+    return ExitCode.FAILED if data["verdict"] == "oom" else ExitCode.OK

@@ -1,0 +1,123 @@
+"""The memory model against published runs (tests/data/calibration, one manifest per entry of
+/work/shared/data/memory-calibration.yaml that the schema can express; the header of each file
+cites its source and says what is reported, inferred or assumed).
+
+Each manifest carries its expectation in `metadata.labels`: `calibration: known-good` must get
+no error; `known-bad` must get HR009 or ADV004; `measured-gib` (with `measured-as`) must lie
+inside the estimate's band and within 15 % of the central estimate. docs/memory.md prints the
+table these tests check; the runs it misses are listed here with the reason, and the test fails
+when that list stops being exactly the set of misses (a fix or a regression both show).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dpguard import sizing
+from dpguard.check import check_file
+from dpguard.findings import Severity
+from dpguard.policy.load import load_policies
+
+CALIBRATION = Path(__file__).parent / "data" / "calibration"
+FILES = sorted(CALIBRATION.glob("*.yaml"))
+
+# Measured runs the model misses (central outside +-15 %, or the measurement outside the band).
+KNOWN_MISSES = {
+    # nvidia-smi counts the caching allocator's reserve and the CUDA context; Megatron-DeepSpeed's
+    # pipeline buffers are not modelled.
+    "bloom-176b": "nvidia-smi reading, not allocated memory",
+    # Interleaved 1F1B with VP5 at M = 16: the estimate holds 23 chunk-micro-batches on rank 0;
+    # the run peaks 14 GiB lower (PP8 and TP8 of the same run are within 13 %).
+    "mbridge-llama3-70b-sft": "interleaved in-flight activations overestimated",
+    # torchtitan's op-level selective AC saves more than Megatron's core_attn module.
+    "torchtitan-dsv3-16b-8xh100-lbs4": "torchtitan op-level selective AC priced as core_attn",
+    "torchtitan-llama31-8b-fsdp8": "the same, +15.4 %",
+    # torchtitan keeps bf16 and fp32 logits and their gradient (non-fused cross-entropy) and
+    # reports max reserved; with local batch 16 x 8192 tokens the logits alone are ~20 GiB.
+    "torchtitan-llama31-70b-fsdp32-tp8": "non-fused cross-entropy logits, reserved memory",
+    "torchtitan-llama31-405b-3d-1f1b": "FSDP+PP buffers and Float8 copies not modelled",
+}
+
+
+@pytest.fixture(scope="module")
+def policies():
+    return load_policies([])
+
+
+def _judge(path: Path, policies):
+    result = check_file(str(path), None, policies)
+    assert result.manifest is not None, [f.format() for f in result.findings]
+    return result
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_known_good_runs_get_no_error_and_known_bad_runs_are_flagged(path, policies):
+    result = _judge(path, policies)
+    status = result.manifest.source.data["metadata"]["labels"]["calibration"]
+    errors = [f.format() for f in result.findings if f.severity is Severity.ERROR]
+    memory = {f.code for f in result.findings if f.code in ("HR009", "ADV004")}
+    if status == "known-good":
+        assert errors == []
+    else:
+        assert status == "known-bad"
+        assert memory, result.outcome.facts["proposal.memory_verdict"]
+
+
+def _measured_rows(policies):
+    for path in FILES:
+        result = _judge(path, policies)
+        labels = result.manifest.source.data["metadata"]["labels"]
+        if "measured-gib" in labels:
+            facts = result.outcome.facts
+            yield (
+                path.stem,
+                float(labels["measured-gib"]),
+                facts["proposal.stage_memory_gb"],
+                facts["proposal.memory_low_gb"],
+                facts["proposal.memory_high_gb"],
+            )
+
+
+def test_measured_peaks_are_within_15_percent_and_inside_the_band(policies):
+    rows = list(_measured_rows(policies))
+    assert len(rows) >= 10
+    misses = {
+        name
+        for name, measured, central, low, high in rows
+        if not (abs(central / measured - 1) <= 0.15 and low <= measured <= high)
+    }
+    assert misses == set(KNOWN_MISSES)
+
+
+# Megatron-LM theoretical_memory_usage.py (commit d98e8a64) for the Korthikanti et al. runs,
+# from /work/shared/data/memory-calibration.yaml `megatron_formula_gib`: (weights + optimizer,
+# activations as coded, SP + selective) of the first pipeline stage.
+MEGATRON = {
+    "korthikanti22-22b": (46.2, 9.8),
+    "korthikanti22-175b": (46.9, 12.4),
+    "korthikanti22-530b": (33.8, 23.3),
+    "korthikanti22-1t": (35.7, 27.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MEGATRON))
+def test_dense_gpt_states_and_activations_agree_with_megatron_within_5_percent(name, policies):
+    """Same assumptions as Megatron's formula (GeLU 4h block with dropout, SP + selective, 18 B
+    per parameter, no data parallelism): rank 0's states and activations (plus the fp32 logits
+    Megatron adds when P = 1) within 5 %. Megatron's count is the whole model's L layers on
+    stage 0, which 1F1B's P micro-batches of L/P layers reproduce; interleaving multiplies by
+    1 + (P - 1)/(P v) in both."""
+    result = _judge(CALIBRATION / f"{name}.yaml", policies)
+    m, p = result.manifest, result.manifest.parallelism
+    strategy = sizing.Strategy(
+        p.schedule or "none", p.tensor, p.pipeline, 1, 1, p.virtual_stages, m.microbatches
+    )
+    rank0 = sizing.stage_memory(m, strategy, policies.settings).ranks[0]
+    runtime = float(policies.settings["memory_uncertainty"]["runtime_overhead_gib"]) * sizing.GIB
+    logits = rank0.other - runtime if p.pipeline == 1 else 0.0
+    states_ref, activations_ref = MEGATRON[name]
+    states = (rank0.weights + rank0.gradients + rank0.optimizer) / sizing.GIB
+    assert states == pytest.approx(states_ref, rel=0.05)
+    assert (rank0.activations + logits) / sizing.GIB == pytest.approx(activations_ref, rel=0.05)
