@@ -192,46 +192,54 @@ def fits(manifest: Manifest, estimate: memory.MemoryEstimate, settings: Mapping[
 
 
 def remedies(
-    manifest: Manifest, s: Strategy, settings: Mapping[str, Any]
+    manifest: Manifest, s: Strategy, settings: Mapping[str, Any], more_gpus: bool = False
 ) -> tuple[tuple[str, float], ...]:
     """(change, worst-rank GiB after it) for the changes that cut memory without new hardware,
     cheapest first: FP8 activation storage, activation offload, full recompute, twice the
-    tensor parallel size inside a node, twice the pipeline depth. Each is judged alone; a
+    tensor parallel size inside a node, twice the pipeline depth; with `more_gpus`, also twice
+    the GPUs (more data parallelism to shard the optimizer over). Each is judged alone; a
     change that does not apply (already set, or not a valid layout) is left out."""
-    t = manifest.training
-    trials: list[tuple[str, Strategy, dict[str, Any]]] = []
+    t, m, c = manifest.training, manifest.model, manifest.cluster
+    trials: list[tuple[str, Manifest, Strategy, dict[str, Any]]] = []
     if t.activation_storage != "fp8":
-        trials.append(("activation_storage: fp8", s, {"activation_fp8": True}))
+        trials.append(("activation_storage: fp8", manifest, s, {"activation_fp8": True}))
     if not t.activation_offload:
-        trials.append(("activation_offload: true", s, {"activation_offload": True}))
+        trials.append(("activation_offload: true", manifest, s, {"activation_offload": True}))
     if t.activation_recompute != "full":
-        trials.append(("activation_recompute: full", s, {"activation_recompute": "full"}))
-    m, c = manifest.model, manifest.cluster
+        trials.append(("activation_recompute: full", manifest, s, {"activation_recompute": "full"}))
     tp = 2 * s.tensor
-    if (
-        tp <= c.gpus_per_node
-        and m.attention_heads % tp == 0
-        and m.kv_heads % min(tp, m.kv_heads) == 0
-    ):
-        trials.append((f"tensor: {tp}", replace(s, tensor=tp), {}))
-    pp = 2 * s.pipeline
-    if s.schedule != "none" and pp <= m.layers:
-        trials.append((f"pipeline: {pp}", replace(s, pipeline=pp), {}))
+    heads_divide = m.attention_heads % tp == 0 and (m.attention == "mla" or m.kv_heads % tp == 0)
+    if tp <= c.gpus_per_node and heads_divide:
+        trials.append((f"tensor: {tp}", manifest, replace(s, tensor=tp), {}))
+    if s.schedule != "none" and 2 * s.pipeline <= m.layers:
+        trials.append(
+            (f"pipeline: {2 * s.pipeline}", manifest, replace(s, pipeline=2 * s.pipeline), {})
+        )
+    if more_gpus:
+        doubled = replace(manifest, cluster=replace(c, gpus=2 * c.gpus))
+        trials.append((f"gpus: {2 * c.gpus}", doubled, s, {}))
     out = []
-    for label, strategy, changes in trials:
-        if c.gpus % (strategy.tensor * strategy.pipeline * strategy.context):
-            continue
-        dp = data_parallel(manifest, strategy)
-        if (strategy.tensor * strategy.context * dp) % strategy.expert:
-            continue
-        gbs, mbs = manifest.training.global_batch_size, manifest.training.micro_batch_size
-        if gbs % (mbs * dp):
-            continue
-        strategy = replace(strategy, microbatches=gbs // (mbs * dp))
-        estimate = stage_memory(manifest, strategy, settings, training_setup(manifest, **changes))
-        if estimate is not None:
-            out.append((label, estimate.worst.total / GIB))
+    for label, sized, strategy, changes in trials:
+        gib = _priced(sized, strategy, settings, changes)
+        if gib is not None:
+            out.append((label, gib))
     return tuple(out)
+
+
+def _priced(
+    manifest: Manifest, s: Strategy, settings: Mapping[str, Any], changes: dict[str, Any]
+) -> float | None:
+    """Worst-rank GiB of `s` on `manifest` with training `changes`; None if it cannot be laid
+    out (GPUs, expert ranks or the global batch do not divide)."""
+    if manifest.cluster.gpus % (s.tensor * s.pipeline * s.context):
+        return None
+    dp = data_parallel(manifest, s)
+    gbs, mbs = manifest.training.global_batch_size, manifest.training.micro_batch_size
+    if (s.tensor * s.context * dp) % s.expert or gbs % (mbs * dp):
+        return None
+    strategy = replace(s, microbatches=gbs // (mbs * dp))
+    estimate = stage_memory(manifest, strategy, settings, training_setup(manifest, **changes))
+    return None if estimate is None else estimate.worst.total / GIB
 
 
 def model_fits_one_gpu(manifest: Manifest, settings: Mapping[str, Any]) -> bool:

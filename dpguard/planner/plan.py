@@ -63,6 +63,7 @@ class Plan:
     expected_utilization: float | None
     plan_findings: tuple[Any, ...]  # findings of the policies on the plan's own strategy
     notes: tuple[str, ...]
+    training_changes: tuple[str, ...] = ()  # training settings the plan switches (`key: value`)
 
     def numbers(self, schedule: str | None) -> ScheduleNumbers | None:
         return next((c for c in self.candidates if c.schedule == schedule), None)
@@ -189,6 +190,8 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
         order = (decided, *(a for a in acceptable if a not in (decided, "none")))
     pipeline_needed = bool(order) and not fits_one
     result = search(manifest, order, settings, pipeline_needed)
+    if result.training:  # the plan switched recompute or SP: judge and price it that way
+        manifest = replace(manifest, training=replace(manifest.training, **dict(result.training)))
     notes = list(result.notes)
     if fits_one and not refused:
         notes.append("the whole training state fits one GPU: data parallelism only, no pipeline")
@@ -234,6 +237,7 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
         if c and schedule
         else (),
         notes=tuple(notes),
+        training_changes=result.changes,
     )
 
 

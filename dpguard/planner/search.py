@@ -36,6 +36,8 @@ class Candidate:
 class SearchResult:
     candidate: Candidate | None
     notes: tuple[str, ...]  # why the search chose what it chose (printed in the plan)
+    changes: tuple[str, ...] = ()  # training settings the plan switches, as `key: value`
+    training: tuple[tuple[str, Any], ...] = ()  # the same as Training field changes
 
 
 def _divisors(n: int) -> list[int]:
@@ -63,8 +65,17 @@ def _mbs_choices(
     return sorted(_divisors(gbs // dp), key=distance)
 
 
+# Layouts that ran but did not fit, with their worst-rank bytes: the closest one is where the
+# infeasible note prices the remedies.
+Tried = list[tuple[float, Manifest, sizing.Strategy]]
+
+
 def _fit(
-    manifest: Manifest, base: sizing.Strategy, settings: Mapping[str, Any], why: list[str]
+    manifest: Manifest,
+    base: sizing.Strategy,
+    settings: Mapping[str, Any],
+    why: list[str],
+    closest: Tried,
 ) -> Candidate | None:
     """The best micro-batch size at which `base` runs and fits; otherwise appends one reason to
     `why`: the memory of the smallest stage that ran (the closest to fitting), else the first
@@ -91,6 +102,7 @@ def _fit(
             return Candidate(s, mbs, estimate)
         if estimate is not None and (smallest is None or estimate.worst.total < smallest):
             smallest = estimate.worst.total
+            closest.append((estimate.worst.total, sized, s))
     if smallest is not None:
         why.append(
             f"P = {base.pipeline}, T = {base.tensor}: {smallest / sizing.GIB:.1f} GiB per GPU "
@@ -146,6 +158,7 @@ def _smallest_pipeline(
     virtual: int,
     settings: Mapping[str, Any],
     why: list[str],
+    closest: Tried,
 ) -> Candidate | None:
     cap = _cap(manifest, schedule, virtual, settings)
     for pipe in _pipelines(manifest, tensor, context, settings, cap):
@@ -157,7 +170,7 @@ def _smallest_pipeline(
             why.append(f"P = {pipe}: expert parallel size {ep} does not divide {ranks} ranks")
             continue
         base = sizing.Strategy(schedule, tensor, pipe, ep, context, virtual, 1)
-        found = _fit(manifest, base, settings, why)
+        found = _fit(manifest, base, settings, why, closest)
         if found is not None:
             return found
     return None
@@ -181,11 +194,12 @@ def _preferred(fitting: list[Candidate], settings: Mapping[str, Any]) -> Candida
     return min(fitting, key=lambda c: (_bubble(c, settings), c.strategy.tensor))
 
 
-def search(
+def _search_layout(
     manifest: Manifest,
     schedules: tuple[str, ...],
     settings: Mapping[str, Any],
     pipeline_needed: bool,
+    closest: Tried,
 ) -> SearchResult:
     """Plan for the first schedule of `schedules` that some P admits (see module docstring)."""
     p = manifest.parallelism
@@ -209,7 +223,7 @@ def search(
             base = sizing.Strategy(
                 "none", t, 1, _expert_size(manifest, t, 1, settings), context, 1, 1
             )
-            found = _fit(manifest, base, settings, why)
+            found = _fit(manifest, base, settings, why, closest)
             if found is not None:
                 return SearchResult(found, ())
         reason = why[-1] if why else "no tensor-parallel size is possible"
@@ -219,7 +233,11 @@ def search(
         fitting = [
             found
             for t in tensors
-            if (found := _smallest_pipeline(manifest, schedule, t, context, virtual, settings, why))
+            if (
+                found := _smallest_pipeline(
+                    manifest, schedule, t, context, virtual, settings, why, closest
+                )
+            )
         ]
         if fitting:
             return SearchResult(_preferred(fitting, settings), tuple(notes))
@@ -235,3 +253,82 @@ def search(
         )
         notes.append(f"{schedule} was not possible at any P up to {cap} ({bound}): {reason}")
     return SearchResult(None, tuple(notes))
+
+
+def levers(manifest: Manifest) -> list[dict[str, Any]]:
+    """Training settings the planner may switch when nothing fits as written, cheapest first:
+    sequence parallelism (free when TP > 1), selective recompute of the modules that cost
+    almost no compute (Megatron-core output-discarding checkpoints: layernorm, moe_act,
+    mla_up_proj, plus core_attn; Korthikanti §5: selective costs 2-4 % of FLOPs), then full
+    recompute (about a third more compute: one extra forward)."""
+    t, m = manifest.training, manifest.model
+    out: list[dict[str, Any]] = []
+    if t.sequence_parallel is False:
+        out.append({"sequence_parallel": None})
+    cheap = ["core_attn", "layernorm"]
+    if m.attention == "mla":
+        cheap.append("mla_up_proj")
+    if m.is_moe:
+        cheap.append("moe_act")
+    if t.activation_recompute == "none" or (
+        t.activation_recompute == "selective" and not set(cheap) <= set(t.recompute_modules)
+    ):
+        modules = tuple(dict.fromkeys((*t.recompute_modules, *cheap)))
+        if t.activation_recompute == "none":
+            modules = tuple(cheap)
+        out.append({"activation_recompute": "selective", "recompute_modules": modules})
+    if t.activation_recompute != "full":
+        out.append({"activation_recompute": "full"})
+    return out
+
+
+def _describe(changes: dict[str, Any]) -> tuple[str, ...]:
+    out = []
+    for key, value in changes.items():
+        if key == "sequence_parallel":
+            out.append("sequence_parallel: true")
+        elif isinstance(value, tuple):
+            out.append(f"{key}: [{', '.join(value)}]")
+        else:
+            out.append(f"{key}: {value}")
+    return tuple(out)
+
+
+def search(
+    manifest: Manifest,
+    schedules: tuple[str, ...],
+    settings: Mapping[str, Any],
+    pipeline_needed: bool,
+) -> SearchResult:
+    """The layout search with the manifest's training settings; when nothing fits, again with
+    each lever of `levers` in turn (accumulating), and the plan says which it switched. When
+    still nothing fits, the notes price what would: the remedies at the closest layout."""
+    closest: Tried = []
+    result = _search_layout(manifest, schedules, settings, pipeline_needed, closest)
+    if result.candidate is not None:
+        return result
+    changes: dict[str, Any] = {}
+    for lever in levers(manifest):
+        changes.update(lever)
+        switched = replace(manifest, training=replace(manifest.training, **changes))
+        found = _search_layout(switched, schedules, settings, pipeline_needed, closest)
+        if found.candidate is not None:
+            said = _describe(changes)
+            note = "nothing fits as written; the plan switches " + ", ".join(said)
+            return SearchResult(found.candidate, (*found.notes, note), said, tuple(changes.items()))
+    if closest:
+        _, sized, strategy = min(closest, key=lambda c: c[0])
+        priced = sizing.remedies(sized, strategy, settings, more_gpus=True)
+        if priced:
+            what = "; ".join(f"{change} -> {gib:.1f} GiB" for change, gib in priced)
+            limit = sizing.usable_bytes(manifest, settings) / sizing.GIB
+            return SearchResult(
+                None,
+                (
+                    *result.notes,
+                    f"at the closest layout (P = {strategy.pipeline}, T = {strategy.tensor}, "
+                    f"{sized.training.activation_recompute} recompute) the worst rank after one "
+                    f"more change, against {limit:.1f} GiB usable: {what}",
+                ),
+            )
+    return result

@@ -1,0 +1,178 @@
+"""`dpguard memory`, the memory verdict rules (HR009 / ADV004 / HR004) and the planner's levers
+(recompute and SP switched when nothing fits; remedies priced when still nothing does)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from dpguard.check import check_file
+from dpguard.cli import main
+from dpguard.planner.search import levers
+from dpguard.policy.load import load_policies
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+RANK_KEYS = {
+    "rank",
+    "weights_gib",
+    "gradients_gib",
+    "optimizer_gib",
+    "replica_gib",
+    "activations_gib",
+    "other_gib",
+    "total_gib",
+    "low_gib",
+    "high_gib",
+    "inflight_microbatches",
+}
+
+
+@pytest.fixture(scope="module")
+def policies():
+    return load_policies([])
+
+
+def load(name: str) -> dict[str, Any]:
+    return YAML(typ="safe").load((EXAMPLES / f"{name}.yaml").read_text(encoding="utf-8"))
+
+
+def write(tmp_path: Path, doc: dict[str, Any], name: str = "m.yaml") -> Path:
+    path = tmp_path / name
+    with path.open("w", encoding="utf-8") as handle:
+        YAML(typ="safe").dump(doc, handle)
+    return path
+
+
+def memory(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["memory", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_json_contract_for_deepseek_v3_as_published(capsys):
+    """examples/frontier-moe.yaml is DeepSeek-V3 as it trained: it fits, every rank is listed,
+    rank 0 (embedding + mirrored head and MTP) carries the largest second copy."""
+    code, out, _ = memory(capsys, str(EXAMPLES / "frontier-moe.yaml"), "--format", "json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["verdict"] == "fits"
+    assert data["usable_gib"] == pytest.approx(79.1 * 0.95, abs=0.01)
+    assert len(data["ranks"]) == 16
+    assert all(set(rank) == RANK_KEYS for rank in data["ranks"])
+    worst = data["ranks"][data["worst_rank"]]
+    assert worst["total_gib"] == max(r["total_gib"] for r in data["ranks"])
+    assert worst["low_gib"] < worst["total_gib"] < worst["high_gib"]
+    assert max(data["ranks"], key=lambda r: r["replica_gib"])["rank"] == 0
+    assert all(r["inflight_microbatches"] == 17 for r in data["ranks"])  # DualPipe: P + 1
+    parts = ("weights", "gradients", "optimizer", "replica", "activations", "other")
+    for r in data["ranks"]:
+        assert sum(r[f"{p}_gib"] for p in parts) == pytest.approx(r["total_gib"], abs=0.05)
+
+
+def test_text_marks_the_worst_rank_and_shows_first_and_last(capsys):
+    code, out, _ = memory(capsys, str(EXAMPLES / "frontier-moe.yaml"))
+    assert code == 0
+    rows = [line for line in out.splitlines() if line[:5].strip().rstrip("*").isdigit()]
+    assert [row.split()[0].rstrip("*") for row in rows] == ["0", "15"]
+    assert sum("*" in row.split()[0] for row in rows) == 1
+    assert "Verdict: fits" in out
+
+
+def test_without_parallelism_the_plans_layout_is_sized(capsys):
+    code, out, _ = memory(capsys, str(EXAMPLES / "small-dense.yaml"), "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["strategy"]["pipeline"] >= 1 and data["verdict"] == "fits"
+
+
+def test_certain_oom_exits_1_and_likely_oom_0(tmp_path, capsys, policies):
+    """DeepSeek-V3 without its memory techniques (Megatron's default selective recompute, BF16
+    storage) on the published layout is a certain OOM; with them it fits."""
+    doc = load("frontier-moe")
+    for key in ("recompute_modules", "activation_storage", "optimizer_moment_dtype"):
+        doc["training"].pop(key)
+    code, out, _ = memory(capsys, str(write(tmp_path, doc)), "--format", "json")
+    assert (code, json.loads(out)["verdict"]) == (1, "oom")
+    result = check_file(str(tmp_path / "m.yaml"), None, policies)
+    hr009 = [f for f in result.findings if f.code == "HR009"]
+    assert len(hr009) == 1
+    assert "estimates after one change: activation_storage: fp8 ->" in hr009[0].message
+    assert "activation_recompute: full ->" in hr009[0].message
+
+
+def test_adv004_when_the_estimate_is_over_but_the_low_bound_fits(tmp_path, policies):
+    """Raise the headroom until the central estimate of the published DeepSeek-V3 layout is
+    over the usable memory while its low bound is not: a warning with the numbers."""
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "apiVersion: dpguard/v1\nkind: PolicySet\nmetadata: {name: team, version: 1.0.0}\n"
+        "settings:\n  memory_headroom: 0.15\nrules: []\n",
+        encoding="utf-8",
+    )
+    stacked = load_policies([str(team)])
+    result = check_file(str(EXAMPLES / "frontier-moe.yaml"), None, stacked)
+    facts = result.outcome.facts
+    assert facts["proposal.memory_low_gb"] < facts["policy.usable_memory_gb"]
+    assert facts["proposal.stage_memory_gb"] > facts["policy.usable_memory_gb"]
+    adv = [f for f in result.findings if f.code == "ADV004"]
+    assert len(adv) == 1 and adv[0].severity.value == "warning"
+    assert f"over the {facts['policy.usable_memory_gb']:.1f} GiB usable" in adv[0].message
+    assert not [f for f in result.findings if f.severity.value == "error"]
+
+
+def test_invalid_and_missing_manifests(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: dpguard/v1\nkind: TrainingManifest\n", encoding="utf-8")
+    code, _, err = memory(capsys, str(bad))
+    assert code == 1 and "S002" in err
+    code, _, err = memory(capsys, str(tmp_path / "absent.yaml"))
+    assert code == 2 and "absent.yaml" in err
+
+
+def test_levers_cheapest_first(tmp_path, policies):
+    doc = load("frontier-moe")
+    doc["training"]["activation_recompute"] = "none"
+    for key in ("recompute_modules",):
+        doc["training"].pop(key)
+    doc["training"]["sequence_parallel"] = False
+    manifest = check_file(str(write(tmp_path, doc))).manifest
+    assert levers(manifest) == [
+        {"sequence_parallel": None},
+        {
+            "activation_recompute": "selective",
+            "recompute_modules": ("core_attn", "layernorm", "mla_up_proj", "moe_act"),
+        },
+        {"activation_recompute": "full"},
+    ]
+
+
+def test_the_plan_switches_recompute_when_nothing_fits_as_written(tmp_path, policies):
+    """DeepSeek-V3 with no recompute and BF16 storage, TP fixed at 1, fits at no depth as
+    written; with the cheap selective modules it does, the plan says so, and its own strategy
+    passes the memory rules."""
+    doc = load("frontier-moe")
+    doc["parallelism"] = {"tensor": 1, "pipeline": 16, "expert": 64, "untie_embeddings": True}
+    doc["training"]["activation_recompute"] = "none"
+    for key in ("recompute_modules", "activation_storage"):
+        doc["training"].pop(key)
+    result = check_file(str(write(tmp_path, doc)), None, policies)
+    plan = result.plan
+    assert plan.status == "planned"
+    assert plan.training_changes[0] == "activation_recompute: selective"
+    assert any("the plan switches activation_recompute: selective" in n for n in plan.notes)
+    assert not [f for f in plan.plan_findings if f.code == "HR009"]
+
+
+def test_when_nothing_fits_the_notes_price_what_would(tmp_path, policies):
+    doc = load("frontier-moe")
+    doc["cluster"]["gpus"] = 64
+    doc["training"]["global_batch_size"] = 1024
+    doc.pop("parallelism")
+    result = check_file(str(write(tmp_path, doc)), None, policies)
+    assert result.plan.status == "infeasible"
+    note = result.plan.notes[-1]
+    assert note.startswith("at the closest layout (P = ")
+    assert "gpus: 128 -> " in note and "GiB usable" in note
