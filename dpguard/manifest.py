@@ -119,6 +119,7 @@ class Training:
     activation_offload: bool
     optimizer_offload: float
     optimizer_moment_dtype: str  # fp32 | bf16
+    main_grad_dtype: str  # fp32 | bf16
     flash_attention: bool
 
 
@@ -253,6 +254,7 @@ def build_manifest(doc: SourceDoc, catalog: Catalog) -> Manifest:
         activation_offload=t.get("activation_offload", False),
         optimizer_offload=float(t.get("optimizer_offload", 0)),
         optimizer_moment_dtype=t.get("optimizer_moment_dtype", "fp32"),
+        main_grad_dtype=t.get("main_grad_dtype", "fp32"),
         flash_attention=t.get("flash_attention", True),
     )
     parallelism, dp, micro = None, None, None

@@ -261,6 +261,7 @@ class TrainingSetup:
     recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES
     micro_batch_size: int = 1
     optimizer_moment_bytes: int = 4  # 2 for BF16 moments
+    grad_bytes: int = 4  # 2 for BF16 main grads (bf16/fp8 training; fp16 keeps 2 anyway)
     activation_fp8: bool = False  # activation_storage: fp8
     activation_offload: bool = False
     optimizer_offload: float = 0.0
@@ -269,8 +270,10 @@ class TrainingSetup:
     def __post_init__(self) -> None:
         if self.zero_stage not in (0, 1, 2, 3) or self.micro_batch_size < 1:
             raise ValueError("zero_stage must be 0..3 and micro_batch_size >= 1")
-        if self.optimizer_moment_bytes not in (2, 4) or not 0 <= self.optimizer_offload <= 1:
-            raise ValueError("moment bytes must be 2 or 4 and optimizer_offload within 0..1")
+        if {self.optimizer_moment_bytes, self.grad_bytes} - {2, 4}:
+            raise ValueError("moment and gradient bytes must be 2 or 4")
+        if not 0 <= self.optimizer_offload <= 1:
+            raise ValueError("optimizer_offload must be within 0..1")
 
     @property
     def modules(self) -> frozenset[str]:
@@ -293,7 +296,7 @@ def state_bytes(training: TrainingSetup) -> StateBytes:
     moments = 2.0 * training.optimizer_moment_bytes
     if training.precision == "fp16":
         return StateBytes(2.0, 2.0, 4.0 + 4.0 + moments)  # + an fp32 main-grad copy
-    return StateBytes(2.0, 4.0, 4.0 + moments)
+    return StateBytes(2.0, float(training.grad_bytes), 4.0 + moments)
 
 
 def sharded_bytes(training: TrainingSetup, degree: float) -> StateBytes:

@@ -78,6 +78,7 @@ def training_setup(manifest: Manifest, **changes: Any) -> memory.TrainingSetup:
         recompute_modules=t.recompute_modules,
         micro_batch_size=t.micro_batch_size,
         optimizer_moment_bytes=2 if t.optimizer_moment_dtype == "bf16" else 4,
+        grad_bytes=2 if t.main_grad_dtype == "bf16" else 4,
         activation_fp8=t.activation_storage == "fp8",
         activation_offload=t.activation_offload,
         optimizer_offload=t.optimizer_offload,

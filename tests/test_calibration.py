@@ -28,10 +28,8 @@ KNOWN_MISSES = {
     # nvidia-smi counts the caching allocator's reserve and the CUDA context; Megatron-DeepSpeed's
     # pipeline buffers are not modelled.
     "bloom-176b": "nvidia-smi reading, not allocated memory",
-    # Interleaved 1F1B with VP5 at M = 16: the estimate holds 23 chunk-micro-batches on rank 0;
-    # the run peaks 14 GiB lower (PP8 and TP8 of the same run are within 13 %).
-    "mbridge-llama3-70b-sft": "interleaved in-flight activations overestimated",
-    # torchtitan's op-level selective AC saves more than Megatron's core_attn module.
+    # torchtitan's op-level selective AC saves more than Megatron's core_attn module, which is
+    # what `selective` means here.
     "torchtitan-dsv3-16b-8xh100-lbs4": "torchtitan op-level selective AC priced as core_attn",
     "torchtitan-llama31-8b-fsdp8": "the same, +15.4 %",
     # torchtitan keeps bf16 and fp32 logits and their gradient (non-fused cross-entropy) and

@@ -101,6 +101,7 @@ _SPECS = (
     _f("training.activation_offload", "bool", "activations offloaded to host memory"),
     _f("training.optimizer_offload", "number", "fraction of optimizer states in host memory"),
     _f("training.optimizer_moment_dtype", "str", "Adam moment precision", ("fp32", "bf16")),
+    _f("training.main_grad_dtype", "str", "gradient buffer precision", ("fp32", "bf16")),
     _f("training.flash_attention", "bool", "attention keeps no s x s scores"),
     _f("parallelism.tensor", "int", "proposed tensor-parallel size (unset: nothing proposed)"),
     _f("parallelism.pipeline", "int", "proposed pipeline depth P"),
@@ -155,7 +156,11 @@ _SPECS = (
         "fit one GPU (the estimate's high bound)",
         anchor="model.total_params",
     ),
-    _f("policy.memory_headroom", "number", "fraction of GPU memory the policy keeps free"),
+    _f(
+        "policy.memory_headroom",
+        "number",
+        "fraction of the catalog's usable memory the policy keeps free",
+    ),
     _f(
         "policy.usable_memory_gb",
         "number",
@@ -284,7 +289,7 @@ _PER_SCHEDULE = tuple(
         _f(
             f"schedules.{name}.stage_fits",
             "bool",
-            f"the worst stage fits with the policy headroom under {name}",
+            f"the worst stage's central estimate fits the usable memory under {name}",
             anchor="parallelism.pipeline",
         ),
     )
@@ -413,9 +418,9 @@ def sized_facts(
         facts["proposal.stage_fits"] = verdict == "fits"
         facts["proposal.replication_gb"] = worst.replica / sizing.GIB
         if verdict != "fits":
-            facts["proposal.memory_remedies"] = "; ".join(
-                f"{change} -> {gib:.1f} GiB"
-                for change, gib in sizing.remedies(manifest, strategy(schedule), settings)
+            priced = sizing.remedies(manifest, strategy(schedule), settings)
+            facts["proposal.memory_remedies"] = (
+                "; ".join(f"{change} -> {gib:.1f} GiB" for change, gib in priced) or None
             )
     runs = [("proposal", schedule), ("plan", plan_schedule)]
     if per_schedule:
