@@ -6,8 +6,10 @@
 Run it from the repository root with dpguard installed (`pip install '.[bench]'` also installs
 check-jsonschema, the baseline). Sections:
 
-1. single file, cold process: `dpguard review FILE` against `check-jsonschema --schemafile
-   schemas/manifest.schema.json FILE`, alternating, medians and the median per-pair ratio;
+1. single file, cold process: `dpguard review FILE` and `dpguard memory FILE` against
+   `check-jsonschema --schemafile schemas/manifest.schema.json FILE`, alternating, medians and
+   the median per-pair ratio (a corpus file, and DeepSeek-V3 as published, the heaviest
+   shipped example);
 2. batch: both tools over the whole corpus in one call each, alternating;
 3. the schedule simulator for every schedule over P and M (cost against P x M);
 4. the planner's full search for a 16,384-GPU dense and a 2,048-GPU MoE manifest;
@@ -144,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         one = str(corpus[0])
         base_one = [baseline, "--schemafile", schema, one] if baseline else None
         results["single_file"] = _alternate([dpguard, "review", one], base_one, runs)
+        results["memory_single_file"] = _alternate([dpguard, "memory", one], base_one, runs)
+        frontier = str(ROOT / "examples" / "frontier-moe.yaml")
+        base_frontier = [baseline, "--schemafile", schema, frontier] if baseline else None
+        results["frontier_review"] = _alternate([dpguard, "review", frontier], base_frontier, runs)
+        results["frontier_memory"] = _alternate([dpguard, "memory", frontier], base_frontier, runs)
         every = [str(p) for p in corpus]
         base_all = [baseline, "--schemafile", schema, *every] if baseline else None
         batch_runs = 2 if args.quick else 5
@@ -179,6 +186,9 @@ def _print(r: dict[str, Any]) -> None:
 
     s, b = r["single_file"], r["batch"]
     print(f"single file (cold): dpguard {s['dpguard_median_s'] * 1e3:.0f} ms; {ratio(s)}")
+    for key in ("memory_single_file", "frontier_review", "frontier_memory"):
+        x = r[key]
+        print(f"{key.replace('_', ' ')}: dpguard {x['dpguard_median_s'] * 1e3:.0f} ms; {ratio(x)}")
     print(f"batch {b['files']} files: dpguard {b['dpguard_median_s'] * 1e3:.0f} ms; {ratio(b)}")
     print("peak RSS: " + ", ".join(f"{k} {v / 1024:.1f} MiB" for k, v in r["peak_rss_kib"].items()))
     for row in r["planner"]:

@@ -27,6 +27,10 @@ def test_quick_suite_writes_every_section(tmp_path: Path) -> None:
     assert results["batch"]["files"] == 3
     # The generated corpus is schema-valid: dpguard judges it (0 or 1), it never errors out.
     assert set(results["single_file"]["dpguard_exit_codes"]) <= {0, 1}
+    assert set(results["memory_single_file"]["dpguard_exit_codes"]) <= {0, 1}
+    # DeepSeek-V3 as published passes review and fits in `dpguard memory`.
+    assert results["frontier_review"]["dpguard_exit_codes"] == [0]
+    assert results["frontier_memory"]["dpguard_exit_codes"] == [0]
     assert set(results["peak_rss_kib"]) == {"one_file", "3_files"}
     assert all(v > 0 for v in results["peak_rss_kib"].values())
     assert [row["manifest"] for row in results["planner"]] == ["large-dense", "frontier-moe"]
@@ -35,6 +39,7 @@ def test_quick_suite_writes_every_section(tmp_path: Path) -> None:
     assert schedules == {"gpipe", "1f1b", "interleaved-1f1b", "zb1p", "dualpipe", "dualpipev"}
     assert all(row["events"] > 0 for row in results["simulator"])
     assert "single file (cold): dpguard" in done.stdout
+    assert "memory single file: dpguard" in done.stdout
 
 
 def test_corpus_is_deterministic_and_schema_valid(tmp_path: Path) -> None:
