@@ -48,6 +48,10 @@ class Raw:
     def has(self, dotted_path: str) -> bool:
         return self.get(dotted_path) is not None
 
+    def broken_value(self, dotted_path: str) -> bool:
+        """Written, but the schema rejected it: checks that read it must stay silent."""
+        return self.written(dotted_path) and not self.has(dotted_path)
+
     def written(self, dotted_path: str) -> bool:
         """Whether the key is present at all, broken or not."""
         node: Any = self.doc.data
@@ -137,7 +141,8 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
     heads, seq = raw.integer("model.attention_heads"), raw.integer("model.seq_len")
     layers = raw.integer("model.layers")
     kv = raw.integer("model.kv_heads")
-    if kv and tp and kv % tp and raw.get("model.attention") != "mla":
+    mla_attention = raw.get("model.attention") == "mla" or raw.broken_value("model.attention")
+    if kv and tp and kv % tp and not mla_attention:
         # Megatron-LM arguments.py: num_query_groups % tensor_model_parallel_size == 0
         yield (
             "parallelism.tensor",
@@ -258,12 +263,13 @@ def _architecture(raw: Raw, arch: Any) -> Iterator[tuple[str, str, str]]:
     """Attention kind, recompute modules, GQA, MLA ranks and MoE-only fields. (The parameter
     count the shape implies is a warning on the built manifest: sizing.shape_warnings.)"""
     attention, mla = raw.get("model.attention"), raw.get("model.mla")
-    if mla is not None and attention != "mla":
+    if mla is not None and attention != "mla" and not raw.broken_value("model.attention"):
         yield "model.mla", "X019", "model.mla is set but model.attention is not mla"
     if attention == "mla" and not raw.written("model.mla"):
         yield "model.attention", "X019", "attention: mla needs the model.mla ranks"
+    recompute = "training.activation_recompute"
     if raw.get("training.recompute_modules") is not None and (
-        raw.get("training.activation_recompute") != "selective"
+        raw.get(recompute) != "selective" and not raw.broken_value(recompute)
     ):
         yield (
             "training.recompute_modules",

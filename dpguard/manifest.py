@@ -161,13 +161,20 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         """The normalised values as plain data (for JSON reports and policy facts)."""
-        # Field by field: asdict(self) would first deep-copy the source's position maps.
+        # Field by field: asdict(self) would first deep-copy the source's position maps. Tuples
+        # (recompute_modules) become lists, as JSON has them.
         return {
-            f.name: asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
+            f.name: asdict(value, dict_factory=_plain)
+            if is_dataclass(value) and not isinstance(value, type)
+            else value
             for f in fields(self)
             if f.name not in ("source", "path")
             for value in (getattr(self, f.name),)
         }
+
+
+def _plain(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in items}
 
 
 def _split(dotted: str) -> Path:

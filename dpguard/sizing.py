@@ -274,14 +274,18 @@ def shape_warnings(manifest: Manifest) -> tuple[tuple[str, str], ...]:
             continue
         if max(implied / written, written / implied) > SHAPE_TOLERANCE:
             experts = f", {m.experts} experts of {m.moe_ffn_hidden_size}" if m.is_moe else ""
+            shapers = "ffn_hidden_size, ffn_activation, "
+            shapers += "the mla ranks" if m.attention == "mla" else "kv_heads"
+            if m.is_moe:
+                shapers += ", shared_experts, dense_layers"
+            shapers += " and untie_embeddings"
             out.append(
                 (
                     f"model.{key}",
                     f"the shape ({m.layers} layers, hidden {m.hidden_size}, FFN "
                     f"{m.ffn_hidden_size} {m.ffn_activation}{experts}, vocab {m.vocab_size}) "
                     f"implies about {_short(implied)} parameters, but {key} is "
-                    f"{_short(written)}: check both (ffn_hidden_size, ffn_activation, kv_heads "
-                    "and untie_embeddings shape the count)",
+                    f"{_short(written)}: check both ({shapers} shape the count)",
                 )
             )
     return tuple(out)

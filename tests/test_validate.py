@@ -17,7 +17,9 @@ import pytest
 
 from dpguard import codes
 from dpguard.catalog import load_catalog
-from dpguard.manifest import Manifest, build_manifest, derived_sizes, parse_quantity
+from dpguard.check import check_file
+from dpguard.findings import Severity
+from dpguard.manifest import MLA, Manifest, build_manifest, derived_sizes, parse_quantity
 from dpguard.validate import schema_problems, validate
 from dpguard.yamlsource import load_file, load_text
 
@@ -26,7 +28,11 @@ SCHEMA = json.loads((REPO / "schemas" / "manifest.schema.json").read_text(encodi
 CATALOG = load_catalog()
 
 # Every field, one per line, so each line number below is fixed. DP = 2048 / 16 = 128 and
-# M = 15360 / (1 x 128) = 120; EP 64 divides 256 experts and tensor x context x DP = 128.
+# M = 15360 / (1 x 128) = 120; EP 64 divides 256 experts and tensor x context x DP = 128. The
+# model is DeepSeek-V3 written in full (arXiv 2412.19437 §2.1, §4.2: MLA ranks, SwiGLU, 1 shared
+# + 256 routed experts of 2048, 3 dense layers, 1 MTP module), so its shape implies its declared
+# 671B / 37B (no X025). The training fields that have defaults take other values, so the
+# normalised manifest shows that each one was read.
 FULL = """\
 apiVersion: dpguard/v1
 kind: TrainingManifest
@@ -56,13 +62,35 @@ model:
   vocab_size: 129280
   experts: 256
   experts_per_token: 8
+  ffn_hidden_size: 18432
+  ffn_activation: swiglu
+  kv_heads: 128
+  attention: mla
+  mla:
+    q_lora_rank: 1536
+    kv_lora_rank: 512
+    qk_head_dim: 128
+    qk_rope_head_dim: 64
+    v_head_dim: 128
+  moe_ffn_hidden_size: 2048
+  shared_experts: 1
+  dense_layers: 3
+  mtp_layers: 1
 training:
   tokens: 14.8T
   global_batch_size: 15360
   micro_batch_size: 1
   precision: bf16
   zero_stage: 1
-  activation_recompute: none
+  activation_recompute: selective
+  sequence_parallel: false
+  recompute_modules: [mla_up_proj, layernorm]
+  activation_storage: fp8
+  activation_offload: true
+  optimizer_offload: 0.5
+  optimizer_moment_dtype: bf16
+  main_grad_dtype: bf16
+  flash_attention: false
 parallelism:
   tensor: 1
   pipeline: 16
@@ -116,6 +144,12 @@ def edit(text: str, dotted: str, value: str | None) -> str:
     return "".join(lines[:start] + new + lines[end:])
 
 
+def locate(text: str, dotted: str) -> tuple[int, int]:
+    """Line and column of `dotted` in a block-style `text` (what `at` is for FULL)."""
+    start, _end = _span(text.splitlines(keepends=True), dotted)
+    return start + 1, 2 * dotted.count(".") + 1
+
+
 def insert(text: str, parent: str, line: str) -> str:
     """Insert `line` as the first child of `parent` ("" for the top level: the first line)."""
     if not parent:
@@ -149,8 +183,8 @@ def manifest(text: str) -> Manifest:
 def test_full_manifest_is_valid() -> None:
     assert findings(FULL) == []
     assert LINE["cluster.interconnect.intra_node"] == 17
-    assert LINE["parallelism.microbatches"] == 42
-    assert len(LINE) == 46
+    assert LINE["parallelism.microbatches"] == 64
+    assert len(LINE) == 68
 
 
 # --- S002: required keys ----------------------------------------------------------------------
@@ -184,6 +218,12 @@ REQUIRED = [
     ("model.active_params", "model", at("model")),
     ("model.experts", "model", at("model")),
     ("model.experts_per_token", "model", at("model")),
+    # an mla block names all five ranks
+    ("model.mla.q_lora_rank", "model.mla", at("model.mla")),
+    ("model.mla.kv_lora_rank", "model.mla", at("model.mla")),
+    ("model.mla.qk_head_dim", "model.mla", at("model.mla")),
+    ("model.mla.qk_rope_head_dim", "model.mla", at("model.mla")),
+    ("model.mla.v_head_dim", "model.mla", at("model.mla")),
 ]
 
 
@@ -203,6 +243,9 @@ def test_moe_requirements_do_not_apply_to_dense() -> None:
             "model.total_params": "37B",
             "model.experts": None,
             "model.experts_per_token": None,
+            "model.moe_ffn_hidden_size": None,
+            "model.shared_experts": None,
+            "model.dense_layers": None,
             "parallelism.expert": None,
             "model.active_params": None,
         },
@@ -254,10 +297,31 @@ TYPES = [
     ("model.vocab_size", "false", "an integer", "false"),
     ("model.experts", "'256'", "an integer", "'256'"),
     ("model.experts_per_token", "8.0", "an integer", "8.0"),
+    ("model.ffn_hidden_size", "18432.0", "an integer", "18432.0"),
+    ("model.kv_heads", "'128'", "an integer", "'128'"),
+    ("model.mla", "512", "a mapping", "512"),
+    ("model.mla", "[1536, 512]", "a mapping", "a list"),
+    ("model.mla.q_lora_rank", "1536.0", "an integer", "1536.0"),
+    ("model.mla.kv_lora_rank", "'512'", "an integer", "'512'"),
+    ("model.mla.qk_head_dim", "true", "an integer", "true"),
+    ("model.mla.qk_rope_head_dim", "64.5", "an integer", "64.5"),
+    ("model.mla.v_head_dim", "[128]", "an integer", "a list"),
+    ("model.moe_ffn_hidden_size", "'2048'", "an integer", "'2048'"),
+    ("model.shared_experts", "1.0", "an integer", "1.0"),
+    ("model.dense_layers", "'3'", "an integer", "'3'"),
+    ("model.mtp_layers", "true", "an integer", "true"),
     ("training", "1", "a mapping", "1"),
     ("training.global_batch_size", "15360.0", "an integer", "15360.0"),
     ("training.micro_batch_size", "'1'", "an integer", "'1'"),
     ("training.zero_stage", "1.0", "an integer", "1.0"),
+    ("training.sequence_parallel", "'false'", "true or false", "'false'"),
+    ("training.sequence_parallel", "no", "true or false", "'no'"),
+    ("training.recompute_modules", "core_attn", "a list", "'core_attn'"),
+    ("training.recompute_modules", "{core_attn: true}", "a list", "a mapping"),
+    ("training.activation_offload", "1", "true or false", "1"),
+    ("training.optimizer_offload", "'0.5'", "a number", "'0.5'"),
+    ("training.optimizer_offload", "true", "a number", "true"),
+    ("training.flash_attention", "'on'", "true or false", "'on'"),
     ("parallelism", "", "a mapping", "null"),
     ("parallelism.tensor", "2.0", "an integer", "2.0"),
     ("parallelism.pipeline", "'16'", "an integer", "'16'"),
@@ -319,11 +383,22 @@ ENUMS = [
     ("cluster.interconnect.intra_node", "infiniband", "nvlink, xgmi, pcie, other", ""),
     ("model.architecture", "mixture", "moe, dense", ""),
     ("model.architecture", "dens", "moe, dense", " (did you mean 'dense'?)"),
+    ("model.ffn_activation", "SwiGLU", "gelu, swiglu", " (did you mean 'swiglu'?)"),
+    ("model.ffn_activation", "relu", "gelu, swiglu", " (did you mean 'gelu'?)"),
+    ("model.attention", "MLA", "mha, mla", " (did you mean 'mla'?)"),
+    ("model.attention", "gqa", "mha, mla", ""),
     ("training.precision", "BF16", "bf16, fp8, fp16", " (did you mean 'bf16'?)"),
     ("training.precision", "fp18", "bf16, fp8, fp16", " (did you mean 'fp8'?)"),
     ("training.precision", "int4", "bf16, fp8, fp16", ""),
     ("training.activation_recompute", "ful", "none, selective, full", " (did you mean 'full'?)"),
     ("training.activation_recompute", "always", "none, selective, full", ""),
+    ("training.activation_storage", "FP8", "bf16, fp8", " (did you mean 'fp8'?)"),
+    ("training.activation_storage", "fp16", "bf16, fp8", " (did you mean 'bf16'?)"),
+    ("training.optimizer_moment_dtype", "FP32", "fp32, bf16", " (did you mean 'fp32'?)"),
+    ("training.optimizer_moment_dtype", "int8", "fp32, bf16", ""),
+    ("training.main_grad_dtype", "BF16", "fp32, bf16", " (did you mean 'bf16'?)"),
+    ("training.main_grad_dtype", "tf32", "fp32, bf16", " (did you mean 'fp32'?)"),
+    ("training.main_grad_dtype", "int8", "fp32, bf16", ""),
     (
         "parallelism.schedule",
         "DualPipe",
@@ -389,9 +464,21 @@ RANGES = [
     ("model.vocab_size", "0", 1, "16777217", 16777216),
     ("model.experts", "0", 1, "65537", 65536),
     ("model.experts_per_token", "0", 1, "65537", 65536),
+    ("model.ffn_hidden_size", "0", 1, "16777217", 16777216),
+    ("model.kv_heads", "0", 1, "65537", 65536),
+    ("model.mla.q_lora_rank", "-1", 0, "1048577", 1048576),
+    ("model.mla.kv_lora_rank", "0", 1, "1048577", 1048576),
+    ("model.mla.qk_head_dim", "0", 1, "65537", 65536),
+    ("model.mla.qk_rope_head_dim", "-1", 0, "65537", 65536),
+    ("model.mla.v_head_dim", "0", 1, "65537", 65536),
+    ("model.moe_ffn_hidden_size", "0", 1, "16777217", 16777216),
+    ("model.shared_experts", "-1", 0, "1025", 1024),
+    ("model.dense_layers", "-1", 0, "10001", 10000),
+    ("model.mtp_layers", "-1", 0, "65", 64),
     ("training.global_batch_size", "0", 1, "1073741825", 1073741824),
     ("training.micro_batch_size", "0", 1, "65537", 65536),
     ("training.zero_stage", "-1", 0, "4", 3),
+    ("training.optimizer_offload", "-0.5", 0, "1.5", 1),
     ("parallelism.tensor", "0", 1, "1025", 1024),
     ("parallelism.pipeline", "0", 1, "65537", 65536),
     ("parallelism.virtual_stages", "0", 1, "1025", 1024),
@@ -541,8 +628,18 @@ UNKNOWN = [
     ("cluster.interconnect", "rdma: true", "rdma", "cluster.interconnect", ""),
     ("model", "expert: 8", "expert", "model", " (did you mean 'experts'?)"),
     ("model", "rope: yes", "rope", "model", ""),
+    ("model", "kv_head: 8", "kv_head", "model", " (did you mean 'kv_heads'?)"),
+    ("model.mla", "q_rank: 8", "q_rank", "model.mla", " (did you mean 'q_lora_rank'?)"),
+    ("model.mla", "softmax_scale: 1", "softmax_scale", "model.mla", ""),
     ("training", "precison: bf16", "precison", "training", " (did you mean 'precision'?)"),
     ("training", "lr: 0.001", "lr", "training", ""),
+    (
+        "training",
+        "recompute_module: [mlp]",
+        "recompute_module",
+        "training",
+        " (did you mean 'recompute_modules'?)",
+    ),
     ("parallelism", "scheduel: 1f1b", "scheduel", "parallelism", " (did you mean 'schedule'?)"),
     ("parallelism", "data: 8", "data", "parallelism", ""),
     (
@@ -568,17 +665,18 @@ def test_unknown_key(parent: str, line: str, key: str, where: str, hint: str) ->
 def test_long_unknown_key_is_cut_in_the_message() -> None:
     text = insert(FULL, "training", "k" * 1000 + ": 1")  # YAML caps implicit keys at 1024
     assert findings(text) == [
-        ("S001", 30, 3, f"unknown key '{'k' * 37}...' in training"),
+        ("S001", 44, 3, f"unknown key '{'k' * 37}...' in training"),
     ]
 
 
 def test_merge_key_is_an_unknown_key() -> None:
     text = FULL.replace("parallelism:\n", "parallelism:\n  <<: {tensor: 1}\n")
-    assert findings(text) == [("S001", 37, 3, "unknown key '<<' in parallelism")]
+    assert findings(text) == [("S001", 59, 3, "unknown key '<<' in parallelism")]
 
 
 def test_schema_fallback_code_for_other_keywords() -> None:
-    # The manifest schema uses no keyword outside the table; a policy-style schema may.
+    # uniqueItems is outside the table (in the manifest schema on training.recompute_modules:
+    # test_recompute_modules_entries).
     from jsonschema import Draft202012Validator
 
     doc = load_text("items: [a, a]\n", "p.yaml")
@@ -668,7 +766,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 45
+    assert len(list(properties(SCHEMA))) == 67
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -679,6 +777,7 @@ def test_schema_rejects_unknown_keys_everywhere() -> None:
         "cluster",
         "cluster.interconnect",
         "model",
+        "model.mla",
         "training",
         "parallelism",
         "communication",
@@ -698,6 +797,17 @@ def test_schema_defaults_match_the_normalised_manifest(valid_manifest_text: str)
         "training.precision": m.training.precision,
         "training.zero_stage": m.training.zero_stage,
         "training.activation_recompute": m.training.activation_recompute,
+        "model.ffn_activation": m.model.ffn_activation,
+        "model.attention": m.model.attention,
+        "model.shared_experts": m.model.shared_experts,
+        "model.dense_layers": m.model.dense_layers,
+        "model.mtp_layers": m.model.mtp_layers,
+        "training.activation_storage": m.training.activation_storage,
+        "training.activation_offload": m.training.activation_offload,
+        "training.optimizer_offload": m.training.optimizer_offload,
+        "training.optimizer_moment_dtype": m.training.optimizer_moment_dtype,
+        "training.main_grad_dtype": m.training.main_grad_dtype,
+        "training.flash_attention": m.training.flash_attention,
         "parallelism.tensor": m.parallelism.tensor if m.parallelism else None,
         "parallelism.pipeline": m.parallelism.pipeline if m.parallelism else None,
         "parallelism.virtual_stages": m.parallelism.virtual_stages if m.parallelism else None,
@@ -708,9 +818,28 @@ def test_schema_defaults_match_the_normalised_manifest(valid_manifest_text: str)
     }
     defaults = {d: sub["default"] for d, sub in properties(SCHEMA) if "default" in sub}
     assert defaults == values
+    # Defaults derived from other values, or "unset", cannot be a schema `default`: the schema
+    # states them in the description and the normalised manifest fills them in.
+    derived = {
+        "model.ffn_hidden_size": m.model.ffn_hidden_size,
+        "model.kv_heads": m.model.kv_heads,
+        "model.mla": m.model.mla,
+        "model.moe_ffn_hidden_size": m.model.moe_ffn_hidden_size,
+        "training.sequence_parallel": m.training.sequence_parallel,
+        "training.recompute_modules": m.training.recompute_modules,
+    }
+    assert derived == {
+        "model.ffn_hidden_size": 4 * m.model.hidden_size,
+        "model.kv_heads": m.model.attention_heads,
+        "model.mla": None,
+        "model.moe_ffn_hidden_size": None,
+        "training.sequence_parallel": None,
+        "training.recompute_modules": ("core_attn",),
+    }
+    assert not derived.keys() & defaults.keys()
 
 
-# --- cross-field checks X001..X017 ------------------------------------------------------------
+# --- cross-field checks X001..X024 ------------------------------------------------------------
 
 NO_PARALLELISM = edit(FULL, "parallelism", None)
 DENSE = apply(
@@ -721,8 +850,31 @@ DENSE = apply(
         "model.active_params": None,
         "model.experts": None,
         "model.experts_per_token": None,
+        "model.moe_ffn_hidden_size": None,
+        "model.shared_experts": None,
+        "model.dense_layers": None,
         "parallelism.expert": None,
         "communication.all_to_all_kernel": "none",
+    },
+)
+# Megatron-core's recompute module names (transformer_config.py `recompute_modules`).
+RECOMPUTE_MODULES = (
+    "core_attn",
+    "layernorm",
+    "mla_up_proj",
+    "mlp",
+    "moe",
+    "moe_act",
+    "shared_experts",
+)
+# Grouped-query attention instead of MLA (Llama-3-style 8 key-value heads).
+GQA = apply(
+    FULL,
+    {
+        "model.kv_heads": "8",
+        "model.attention": None,
+        "model.mla": None,
+        "training.recompute_modules": "[core_attn]",
     },
 )
 KNOWN = (
@@ -857,7 +1009,7 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         "X006-expert-parallelism",
         DENSE,
         {"parallelism.context": "1\n  expert: 2"},
-        [("X006", 38, 3, "expert parallelism is set on a dense model")],
+        [("X006", 57, 3, "expert parallelism is set on a dense model")],
     ),
     ("X006-ok-expert-1", DENSE, {"parallelism.context": "1\n  expert: 1"}, []),
     (
@@ -948,6 +1100,7 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         FULL,
         {
             "model.attention_heads": "100",
+            "model.kv_heads": "100",  # one per query head: X021 stays out of it
             "parallelism.tensor": "8",
             "parallelism.microbatches": "960",
         },
@@ -1184,6 +1337,199 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         ],
     ),
     ("X017-ok-equal", DENSE, {"model.total_params": "70B\n  active_params: 7.0e10"}, []),
+    (
+        "X006-moe-ffn-hidden-size",
+        DENSE,
+        {"model.vocab_size": "129280\n  moe_ffn_hidden_size: 2048"},
+        [("X006", 26, 3, "model.moe_ffn_hidden_size is set on a dense model")],
+    ),
+    (
+        "X006-shared-experts",
+        DENSE,
+        {"model.vocab_size": "129280\n  shared_experts: 1"},
+        [("X006", 26, 3, "model.shared_experts is set on a dense model")],
+    ),
+    (
+        "X006-dense-layers",
+        DENSE,
+        {"model.vocab_size": "129280\n  dense_layers: 3"},
+        [("X006", 26, 3, "model.dense_layers is set on a dense model")],
+    ),
+    # MTP and the dense FFN width are not MoE-only.
+    ("X006-ok-mtp-and-ffn", DENSE, {"model.mtp_layers": "2", "model.ffn_hidden_size": "28672"}, []),
+    (
+        "X019-block-without-attention",
+        FULL,
+        {"model.attention": None},
+        [
+            (
+                "X019",
+                *locate(edit(FULL, "model.attention", None), "model.mla"),
+                "model.mla is set but model.attention is not mla",
+            )
+        ],
+    ),
+    (
+        "X019-block-with-mha",
+        FULL,
+        {"model.attention": "mha"},
+        [("X019", *at("model.mla"), "model.mla is set but model.attention is not mla")],
+    ),
+    (
+        "X019-attention-without-block",
+        FULL,
+        {"model.mla": None},
+        [("X019", *at("model.attention"), "attention: mla needs the model.mla ranks")],
+    ),
+    ("X019-ok-mha", FULL, {"model.attention": "mha", "model.mla": None}, []),
+    ("X019-ok-default-mha", GQA, {}, []),
+    (
+        "X020",
+        FULL,
+        {"training.activation_recompute": "full"},
+        [
+            (
+                "X020",
+                *at("training.recompute_modules"),
+                "recompute_modules applies only with activation_recompute: selective",
+            )
+        ],
+    ),
+    (
+        # activation_recompute left out is none
+        "X020-default-none",
+        FULL,
+        {"training.activation_recompute": None},
+        [
+            (
+                "X020",
+                *locate(
+                    edit(FULL, "training.activation_recompute", None), "training.recompute_modules"
+                ),
+                "recompute_modules applies only with activation_recompute: selective",
+            )
+        ],
+    ),
+    (
+        "X020-empty-list",
+        FULL,
+        {"training.activation_recompute": "none", "training.recompute_modules": "[]"},
+        [
+            (
+                "X020",
+                *at("training.recompute_modules"),
+                "recompute_modules applies only with activation_recompute: selective",
+            )
+        ],
+    ),
+    (
+        "X020-ok-full-without-modules",
+        FULL,
+        {"training.activation_recompute": "full", "training.recompute_modules": None},
+        [],
+    ),
+    (
+        "X020-ok-selective-all-modules",
+        FULL,
+        {"training.recompute_modules": f"[{', '.join(RECOMPUTE_MODULES)}]"},
+        [],
+    ),
+    (
+        "X021",
+        GQA,
+        {"model.kv_heads": "3"},
+        [
+            (
+                "X021",
+                *at("model.kv_heads"),
+                "kv_heads (3) does not divide attention_heads (128): every key-value head "
+                "serves a whole group of query heads",
+            )
+        ],
+    ),
+    (
+        "X021-more-than-heads",
+        GQA,
+        {"model.kv_heads": "256"},
+        [
+            (
+                "X021",
+                *at("model.kv_heads"),
+                "kv_heads (256) does not divide attention_heads (128): every key-value head "
+                "serves a whole group of query heads",
+            )
+        ],
+    ),
+    ("X021-ok-multi-query", GQA, {"model.kv_heads": "1"}, []),
+    ("X021-ok-one-per-head", GQA, {"model.kv_heads": "128"}, []),
+    (
+        "X022",
+        GQA,
+        {"model.kv_heads": "4", "parallelism.tensor": "8", "parallelism.microbatches": "960"},
+        [
+            (
+                "X022",
+                *locate(GQA, "parallelism.tensor"),
+                "tensor parallel size 8 does not divide kv_heads (4): each tensor-parallel rank "
+                "needs whole key-value heads",
+            )
+        ],
+    ),
+    ("X022-ok", GQA, {"parallelism.tensor": "8", "parallelism.microbatches": "960"}, []),
+    # MLA has no key-value head groups to split: kv_heads does not constrain tensor parallelism.
+    (
+        "X022-ok-mla",
+        FULL,
+        {"model.kv_heads": "4", "parallelism.tensor": "8", "parallelism.microbatches": "960"},
+        [],
+    ),
+    (
+        "X023",
+        FULL,
+        {"model.mla.q_lora_rank": "7168"},
+        [
+            (
+                "X023",
+                *at("model.mla.q_lora_rank"),
+                "mla.q_lora_rank (7168) must be smaller than hidden_size (7168): it is a "
+                "compression rank",
+            )
+        ],
+    ),
+    (
+        "X023-kv",
+        FULL,
+        {"model.mla.kv_lora_rank": "8192"},
+        [
+            (
+                "X023",
+                *at("model.mla.kv_lora_rank"),
+                "mla.kv_lora_rank (8192) must be smaller than hidden_size (7168): it is a "
+                "compression rank",
+            )
+        ],
+    ),
+    (
+        "X023-ok-one-less",
+        FULL,
+        {"model.mla.q_lora_rank": "7167", "model.mla.kv_lora_rank": "7167"},
+        [],
+    ),
+    # q_lora_rank 0: no query compression (DeepSeek-V2-Lite), not a rank to compare.
+    ("X023-ok-no-query-compression", FULL, {"model.mla.q_lora_rank": "0"}, []),
+    (
+        "X024",
+        FULL,
+        {"model.dense_layers": "61"},
+        [
+            (
+                "X024",
+                *at("model.dense_layers"),
+                "dense_layers (61) must be smaller than layers (61) on an MoE model",
+            )
+        ],
+    ),
+    ("X024-ok-one-moe-layer", FULL, {"model.dense_layers": "60"}, []),
 ]
 
 
@@ -1199,11 +1545,194 @@ def test_dense_base_is_valid() -> None:
     assert findings(NO_PARALLELISM) == []
 
 
+# --- X025: the shape against the declared parameter count (a warning on the built manifest) ---
+
+# Llama 2 7B written in full (arXiv 2307.09288 Table 1 and the released config: 32 layers,
+# hidden 4096, 32 heads, SwiGLU FFN 11008, vocab 32000, untied embeddings): the shape implies
+# 6,738,411,520 parameters, the published 6.74B.
+LLAMA2_7B = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata:
+  name: llama-2-7b
+cluster:
+  gpus: 64
+  accelerator: A100-80GB
+  interconnect:
+    inter_node_gbps_per_gpu: 200
+model:
+  architecture: dense
+  total_params: 7B
+  layers: 32
+  hidden_size: 4096
+  attention_heads: 32
+  seq_len: 4096
+  vocab_size: 32000
+  ffn_hidden_size: 11008
+  ffn_activation: swiglu
+training:
+  tokens: 2T
+  global_batch_size: 1024
+parallelism:
+  untie_embeddings: true
+"""
+LLAMA2_7B_IMPLIED = 6_738_411_520
+# Llama 3 8B written in full (arXiv 2407.21783 Table 3: 32 layers, hidden 4096, 32 heads with 8
+# key-value heads, SwiGLU FFN 14336, vocab 128256, untied): 8.03B implied, 8B declared.
+LLAMA3_8B = apply(
+    LLAMA2_7B,
+    {
+        "metadata.name": "llama-3-8b",
+        "model.total_params": "8B",
+        "model.seq_len": "8192",
+        "model.vocab_size": "128256",
+        "model.ffn_hidden_size": "14336\n  kv_heads: 8",
+    },
+)
+SHAPE_MESSAGE = (
+    "the shape ({shape}) implies about {implied} parameters, but {key} is {written}: check both "
+    "(ffn_hidden_size, ffn_activation, kv_heads and untie_embeddings shape the count)"
+)
+MOE_MLA_SHAPE_MESSAGE = SHAPE_MESSAGE.replace(
+    "kv_heads and", "the mla ranks, shared_experts, dense_layers and"
+)
+LLAMA2_SHAPE = "32 layers, hidden 4096, FFN 11008 swiglu, vocab 32000"
+V3_SHAPE = "61 layers, hidden 7168, FFN 18432 swiglu, 256 experts of 2048, vocab 129280"
+ShapeFound = tuple[str, int, int, Severity, str]
+
+# (id, manifest text, expected findings of check_file); firing and quiet like CROSS.
+SHAPE: list[tuple[str, str, list[ShapeFound]]] = [
+    (
+        "X025",
+        edit(LLAMA2_7B, "model.total_params", "70B"),
+        [
+            (
+                "X025",
+                *locate(LLAMA2_7B, "model.total_params"),
+                Severity.WARNING,
+                SHAPE_MESSAGE.format(
+                    shape=LLAMA2_SHAPE, implied="6.74B", key="total_params", written="70B"
+                ),
+            )
+        ],
+    ),
+    (
+        # one parameter above 1.25 x the implied count
+        "X025-just-above",
+        edit(LLAMA2_7B, "model.total_params", str(LLAMA2_7B_IMPLIED * 5 // 4 + 1)),
+        [
+            (
+                "X025",
+                *locate(LLAMA2_7B, "model.total_params"),
+                Severity.WARNING,
+                SHAPE_MESSAGE.format(
+                    shape=LLAMA2_SHAPE, implied="6.74B", key="total_params", written="8.42B"
+                ),
+            )
+        ],
+    ),
+    (
+        # one parameter below the implied count / 1.25
+        "X025-just-below",
+        edit(LLAMA2_7B, "model.total_params", str(LLAMA2_7B_IMPLIED * 4 // 5 - 1)),
+        [
+            (
+                "X025",
+                *locate(LLAMA2_7B, "model.total_params"),
+                Severity.WARNING,
+                SHAPE_MESSAGE.format(
+                    shape=LLAMA2_SHAPE, implied="6.74B", key="total_params", written="5.39B"
+                ),
+            )
+        ],
+    ),
+    (
+        # an MoE model with the expert width: the active count is compared too (28B keeps the
+        # parameter split of X018 consistent)
+        "X025-active",
+        edit(FULL, "model.active_params", "28B"),
+        [
+            (
+                "X025",
+                *at("model.active_params"),
+                Severity.WARNING,
+                MOE_MLA_SHAPE_MESSAGE.format(
+                    shape=V3_SHAPE, implied="37.6B", key="active_params", written="28B"
+                ),
+            )
+        ],
+    ),
+    # exactly 1.25 x and 1 / 1.25 x the implied count (both whole numbers): still quiet
+    (
+        "X025-ok-at-the-tolerance",
+        edit(LLAMA2_7B, "model.total_params", str(LLAMA2_7B_IMPLIED * 5 // 4)),
+        [],
+    ),
+    (
+        "X025-ok-at-the-lower-tolerance",
+        edit(LLAMA2_7B, "model.total_params", str(LLAMA2_7B_IMPLIED * 4 // 5)),
+        [],
+    ),
+    ("X025-ok-llama-2-7b", LLAMA2_7B, []),
+    ("X025-ok-llama-3-8b", LLAMA3_8B, []),
+    ("X025-ok-deepseek-v3-in-full", FULL, []),
+    # Without moe_ffn_hidden_size the shape does not fix the experts' size: nothing to compare.
+    (
+        "X025-ok-moe-without-expert-width",
+        apply(FULL, {"model.moe_ffn_hidden_size": None, "model.active_params": "28B"}),
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "text", "expected"), SHAPE, ids=[c[0] for c in SHAPE])
+def test_shape_against_the_declared_parameters(
+    tmp_path: Path, case: str, text: str, expected: list[ShapeFound]
+) -> None:
+    path = tmp_path / f"{case}.yaml"
+    path.write_text(text, encoding="utf-8")
+    result = check_file(str(path))
+    found = [(f.code, f.line, f.col, f.severity, f.message) for f in result.findings]
+    assert found == expected
+    # A warning: the manifest passes and is built.
+    assert result.count(Severity.ERROR) == 0 and result.manifest is not None
+
+
+def test_a_7b_shape_declared_as_70b_warns_at_total_params(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(edit(LLAMA2_7B, "model.total_params", "70B"), encoding="utf-8")
+    result = check_file(str(path))
+    assert result.manifest is not None and result.count(Severity.ERROR) == 0
+    assert result.count(Severity.WARNING) == 1
+    (finding,) = result.findings
+    line, col = locate(LLAMA2_7B, "model.total_params")
+    assert finding.format().startswith(f"{path}:{line}:{col}: warning X025 the shape ")
+    assert "implies about 6.74B parameters, but total_params is 70B" in finding.message
+    assert result.manifest.model.total_params == 70 * 10**9  # declared, not replaced
+
+
+def test_shape_warning_is_kept_among_the_policy_findings(tmp_path: Path) -> None:
+    from dpguard.policy.load import load_policies
+
+    path = tmp_path / "m.yaml"
+    path.write_text(edit(LLAMA2_7B, "model.total_params", "70B"), encoding="utf-8")
+    result = check_file(str(path), None, load_policies())
+    assert result.outcome is not None
+    shape = [f for f in result.findings if f.code == "X025"]
+    line, _col = locate(LLAMA2_7B, "model.total_params")
+    assert [(f.line, f.severity) for f in shape] == [(line, Severity.WARNING)]
+    assert list(result.findings) == sorted(result.findings)
+
+
 def test_every_cross_field_check_fires_and_has_a_boundary() -> None:
+    # CROSS holds the checks on the raw document (validate), SHAPE the warning on the built
+    # manifest (check_file).
     fired = {f[0] for _id, _base, _edits, expected in CROSS for f in expected}
+    fired |= {f[0] for _id, _text, expected in SHAPE for f in expected}
     x_codes = {c for c in codes.CODES if c.startswith("X")}
     assert fired == x_codes
     quiet = {case.split("-")[0] for case, _b, _e, expected in CROSS if not expected}
+    quiet |= {case.split("-")[0] for case, _text, expected in SHAPE if not expected}
     assert quiet == x_codes
 
 
@@ -1214,6 +1743,160 @@ def test_cross_field_checks_stay_silent_on_schema_broken_values() -> None:
     ]
     assert findings(edit(FULL, "parallelism", "[]")) == [
         ("S003", *at("parallelism"), "parallelism must be a mapping, not a list")
+    ]
+    # kv_heads 0: no X021 (heads % 0), no X022; tensor 0 with GQA: no X022 (kv_heads % 0).
+    assert findings(edit(GQA, "model.kv_heads", "0")) == [
+        ("S004", *at("model.kv_heads"), "model.kv_heads is 0; it must be at least 1")
+    ]
+    assert findings(edit(GQA, "parallelism.tensor", "0")) == [
+        (
+            "S004",
+            *locate(GQA, "parallelism.tensor"),
+            "parallelism.tensor is 0; it must be at least 1",
+        )
+    ]
+    # A broken rank, dense_layers or mla block: no X023, X024 or "needs the ranks" (X019).
+    assert findings(edit(FULL, "model.mla.q_lora_rank", "'7168'")) == [
+        (
+            "S003",
+            *at("model.mla.q_lora_rank"),
+            "model.mla.q_lora_rank must be an integer, not '7168'",
+        )
+    ]
+    assert findings(edit(FULL, "model.dense_layers", "'61'")) == [
+        ("S003", *at("model.dense_layers"), "model.dense_layers must be an integer, not '61'")
+    ]
+    assert findings(edit(FULL, "model.mla", "")) == [
+        ("S003", *at("model.mla"), "model.mla must be a mapping, not null")
+    ]
+
+
+# The cross-field checks that read attention or activation_recompute must not report a value the
+# schema already refused. (The same product gap fails the model.attention and
+# training.activation_recompute rows of ENUMS.)
+BROKEN_READS = [
+    ("X019", FULL, {"model.attention": "MLA"}, "model.attention"),
+    ("X020", FULL, {"training.activation_recompute": "ful"}, "training.activation_recompute"),
+    (
+        "X022",
+        GQA,
+        {
+            "model.kv_heads": "4\n  attention: MHA",
+            "parallelism.tensor": "8",
+            "parallelism.microbatches": "960",
+        },
+        "model.attention",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("code", "base", "edits", "broken"), BROKEN_READS, ids=[b[0] for b in BROKEN_READS]
+)
+def test_new_checks_stay_silent_on_a_schema_broken_value(
+    code: str, base: str, edits: dict[str, str | None], broken: str
+) -> None:
+    text = apply(base, edits)
+    assert [(f[0], f[1], f[2]) for f in findings(text)] == [("S005", *locate(text, broken))]
+
+
+# Nonsense in the new fields, end to end from a file: one positioned error, never a traceback.
+NONSENSE = [
+    (
+        "optimizer-offload-1.5",
+        FULL,
+        {"training.optimizer_offload": "1.5"},
+        "S004",
+        "training.optimizer_offload",
+    ),
+    (
+        "q-lora-rank-above-hidden",
+        FULL,
+        {"model.mla.q_lora_rank": "8192"},
+        "X023",
+        "model.mla.q_lora_rank",
+    ),
+    ("kv-heads-not-dividing-heads", GQA, {"model.kv_heads": "3"}, "X021", "model.kv_heads"),
+    (
+        "tensor-not-dividing-kv-heads",
+        GQA,
+        {"model.kv_heads": "2", "parallelism.tensor": "4", "parallelism.microbatches": "480"},
+        "X022",
+        "parallelism.tensor",
+    ),
+    (
+        "recompute-modules-with-recompute-none",
+        FULL,
+        {"training.activation_recompute": "none"},
+        "X020",
+        "training.recompute_modules",
+    ),
+    ("mla-block-with-attention-mha", FULL, {"model.attention": "mha"}, "X019", "model.mla"),
+    ("attention-mla-without-block", FULL, {"model.mla": None}, "X019", "model.attention"),
+    (
+        "dense-layers-beyond-layers",
+        FULL,
+        {"model.dense_layers": "100"},
+        "X024",
+        "model.dense_layers",
+    ),
+    (
+        "moe-ffn-on-a-dense-model",
+        DENSE,
+        {"model.vocab_size": "129280\n  moe_ffn_hidden_size: 2048"},
+        "X006",
+        "model.moe_ffn_hidden_size",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "base", "edits", "code", "where"), NONSENSE, ids=[n[0] for n in NONSENSE]
+)
+def test_nonsense_is_a_positioned_error(
+    tmp_path: Path, case: str, base: str, edits: dict[str, str | None], code: str, where: str
+) -> None:
+    text = apply(base, edits)
+    path = tmp_path / f"{case}.yaml"
+    path.write_text(text, encoding="utf-8")
+    result = check_file(str(path))
+    line, col = locate(text, where)
+    assert [(f.code, f.line, f.col, f.severity) for f in result.findings] == [
+        (code, line, col, Severity.ERROR)
+    ]
+    assert result.manifest is None
+    assert result.findings[0].format().startswith(f"{path}:{line}:{col}: error {code} ")
+
+
+def test_recompute_modules_entries() -> None:
+    line, col = at("training.recompute_modules")
+    allowed = ", ".join(RECOMPUTE_MODULES)
+    flow = "[mla_up_proj, attn]"
+    assert findings(edit(FULL, "training.recompute_modules", flow)) == [
+        (
+            "S005",
+            line,
+            len("  recompute_modules: ") + flow.index("attn") + 1,
+            f"training.recompute_modules[1] is 'attn'; allowed: {allowed} (did you mean "
+            "'core_attn'?)",
+        )
+    ]
+    block = "\n    - core_attn\n    - mpl"
+    assert findings(edit(FULL, "training.recompute_modules", block)) == [
+        (
+            "S005",
+            line + 2,
+            7,
+            f"training.recompute_modules[1] is 'mpl'; allowed: {allowed} (did you mean 'mlp'?)",
+        )
+    ]
+    assert findings(edit(FULL, "training.recompute_modules", "[mlp, mlp]")) == [
+        ("S007", line, col, "training.recompute_modules: ['mlp', 'mlp'] has non-unique elements")
+    ]
+    # Seven names exist, so an eighth entry is always a duplicate: one finding says so.
+    eight = [*RECOMPUTE_MODULES, "mlp"]
+    assert findings(edit(FULL, "training.recompute_modules", f"[{', '.join(eight)}]")) == [
+        ("S007", line, col, f"training.recompute_modules: {eight} has non-unique elements"),
     ]
 
 
@@ -1367,6 +2050,19 @@ def test_defaults_applied() -> None:
     assert m.training.precision == "bf16"
     assert m.training.zero_stage == 1
     assert m.training.activation_recompute == "none"
+    # the new model fields: a GPT-style block (4h GeLU MLP, multi-head attention), no MoE extras
+    assert (m.model.ffn_hidden_size, m.model.ffn_activation) == (4 * 5120, "gelu")
+    assert (m.model.kv_heads, m.model.attention, m.model.mla) == (40, "mha", None)
+    assert m.model.moe_ffn_hidden_size is None
+    assert (m.model.shared_experts, m.model.dense_layers, m.model.mtp_layers) == (0, 0, 0)
+    # the new training fields: sequence parallelism unset (on when tensor > 1), Megatron-core's
+    # default recompute module, BF16 activations and FP32 moments on the GPU
+    assert m.training.sequence_parallel is None
+    assert m.training.recompute_modules == ("core_attn",)
+    assert (m.training.activation_storage, m.training.activation_offload) == ("bf16", False)
+    assert m.training.optimizer_offload == 0.0 and type(m.training.optimizer_offload) is float
+    assert (m.training.optimizer_moment_dtype, m.training.main_grad_dtype) == ("fp32", "fp32")
+    assert m.training.flash_attention is True
     assert m.parallelism is None
     assert m.data_parallel is None and m.microbatches is None
     assert m.communication.all_to_all_kernel == "none"
@@ -1443,8 +2139,32 @@ def test_full_manifest_values() -> None:
     assert (m.parallelism.expert, m.parallelism.schedule) == (64, "dualpipe")
     assert m.parallelism.untie_embeddings is True
     assert m.communication.all_to_all_kernel == "deepep"
-    assert m.position("parallelism.schedule") == (43, 3)
-    assert m.position("parallelism.nothing") == (36, 1)
+    assert (m.model.ffn_hidden_size, m.model.ffn_activation, m.model.kv_heads) == (
+        18432,
+        "swiglu",
+        128,
+    )
+    assert m.model.attention == "mla"
+    assert m.model.mla == MLA(
+        q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128
+    )
+    assert (m.model.moe_ffn_hidden_size, m.model.shared_experts) == (2048, 1)
+    assert (m.model.dense_layers, m.model.mtp_layers) == (3, 1)
+    t = m.training
+    assert (t.activation_recompute, t.recompute_modules) == (
+        "selective",
+        ("mla_up_proj", "layernorm"),
+    )
+    assert t.sequence_parallel is False
+    assert (t.activation_storage, t.activation_offload, t.flash_attention) == ("fp8", True, False)
+    assert (t.optimizer_offload, t.optimizer_moment_dtype, t.main_grad_dtype) == (
+        0.5,
+        "bf16",
+        "bf16",
+    )
+    assert m.position("model.mla.v_head_dim") == (at("model.mla.v_head_dim"))
+    assert m.position("parallelism.schedule") == (65, 3)
+    assert m.position("parallelism.nothing") == (58, 1)
 
 
 def test_manifest_is_immutable_and_plain_data() -> None:
@@ -1461,7 +2181,7 @@ def test_manifest_is_immutable_and_plain_data() -> None:
 
 def test_counts_are_ints_in_the_manifest() -> None:
     m = manifest(FULL)
-    for record in (m.cluster, m.model, m.training, m.parallelism):
+    for record in (m.cluster, m.model, m.model.mla, m.training, m.parallelism):
         for f in dataclasses.fields(record):  # type: ignore[arg-type]
             value = getattr(record, f.name)
             if f.type in ("int", "int | None"):

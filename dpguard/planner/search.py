@@ -210,7 +210,13 @@ def _search_layout(
         # No pipeline (refused, or the model fits one GPU): data + tensor parallel, so a larger
         # tensor size than the proposal's is the way to fit.
         tensors += [t for t in candidates if t > p.tensor]
-    tensors = [t for t in tensors if manifest.model.attention_heads % t == 0]
+    m = manifest.model
+    # Megatron: attention heads and key-value groups both divide by TP (X010, X022).
+    tensors = [
+        t
+        for t in tensors
+        if m.attention_heads % t == 0 and (m.attention == "mla" or m.kv_heads % t == 0)
+    ]
     context = p.context if p is not None else 1
     virtual = p.virtual_stages if p is not None else 1
     notes: list[str] = []
