@@ -119,3 +119,21 @@ def test_dense_gpt_states_and_activations_agree_with_megatron_within_5_percent(n
     states = (rank0.weights + rank0.gradients + rank0.optimizer) / sizing.GIB
     assert states == pytest.approx(states_ref, rel=0.05)
     assert (rank0.activations + logits) / sizing.GIB == pytest.approx(activations_ref, rel=0.05)
+
+
+def test_the_docs_calibration_table_is_what_the_model_computes(policies):
+    """docs/memory.md prints one row per calibration manifest; each row's verdict, estimate and
+    band are the current model's (regenerate the table when the model changes)."""
+    doc = (Path(__file__).parent.parent / "docs" / "memory.md").read_text(encoding="utf-8")
+    rows = {
+        cells[0]: cells
+        for line in doc.splitlines()
+        if line.startswith("| ") and (cells := [c.strip() for c in line.strip("|").split("|")])
+    }
+    for path in FILES:
+        facts = _judge(path, policies).outcome.facts
+        cells = rows[path.stem]
+        assert cells[2] == facts["proposal.memory_verdict"], path.stem
+        assert cells[3] == f"{facts['proposal.stage_memory_gb']:.1f}", path.stem
+        low, high = facts["proposal.memory_low_gb"], facts["proposal.memory_high_gb"]
+        assert cells[4] == f"{low:.1f}-{high:.1f}", path.stem
