@@ -1,5 +1,5 @@
 """Property: whatever numbers a manifest holds, review judges it (exit 0 or 1) and never fails
-with an internal error. Mutates the examples' numeric fields and schedule, through the whole
+with an internal error. Mutates the examples' numeric fields (the architecture's too) and schedule, through the whole
 pipeline: loader, schema, cross-field checks, policies with their sized facts, and the planner.
 (A random search like this found two planner crashes: a proposal's expert-parallel size that
 does not divide the ranks at a deeper pipeline, and tensor sizes larger than a tiny cluster.)"""
@@ -25,7 +25,9 @@ KEYS = (
     "gpus", "gpus_per_node", "layers", "hidden_size", "attention_heads", "seq_len",
     "vocab_size", "experts", "experts_per_token", "global_batch_size", "micro_batch_size",
     "zero_stage", "tensor", "pipeline", "expert", "context", "virtual_stages",
-    "inter_node_gbps_per_gpu",
+    "inter_node_gbps_per_gpu", "ffn_hidden_size", "kv_heads", "moe_ffn_hidden_size",
+    "shared_experts", "dense_layers", "mtp_layers", "q_lora_rank", "kv_lora_rank",
+    "qk_head_dim", "qk_rope_head_dim", "v_head_dim", "optimizer_offload",
 )  # fmt: skip
 VALUES = (0, 1, 2, 3, 4, 5, 7, 8, 16, 31, 64, 65, 100, 128, 500, 501, 1000, 2048, 4096, -1)
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb1p", "dualpipe", "dualpipev")
@@ -33,7 +35,7 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb1p", "dualpipe", "dualpipev
 
 def mutate(text: str, edits: list[tuple[str, int]], schedule: str | None) -> str:
     for key, value in edits:
-        text = re.sub(rf"(\b{key}: )[^\n#]+", rf"\g<1>{value}", text, count=1)
+        text = re.sub(rf"(\b{key}: )[^\n#,}}]+", rf"\g<1>{value}", text, count=1)
     if schedule and "parallelism:" in text:
         text = re.sub(r"\n  schedule: \S+", "", text)
         text = text.replace("parallelism:\n", f"parallelism:\n  schedule: {schedule}\n", 1)
