@@ -8,7 +8,7 @@ and the templates render (render.py).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -53,7 +53,6 @@ class Plan:
     micro_batch_size: int
     memory: Any  # MemoryEstimate of every pipeline rank, or None
     memory_limit_gb: float
-    candidates: tuple[ScheduleNumbers, ...]
     ideal_gpu_hours: float
     efficiency: float
     op_times: Mapping[str, float]  # seconds per chunk: forward, backward, weight, overlapped
@@ -64,9 +63,28 @@ class Plan:
     plan_findings: tuple[Any, ...]  # findings of the policies on the plan's own strategy
     notes: tuple[str, ...]
     training_changes: tuple[str, ...] = ()  # training settings the plan switches (`key: value`)
+    strategy: sizing.Strategy | None = None  # the plan's layout (None: infeasible)
+    settings: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _simulated: dict[str, ScheduleNumbers] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def numbers(self, schedule: str | None) -> ScheduleNumbers | None:
-        return next((c for c in self.candidates if c.schedule == schedule), None)
+        """One schedule at the plan's P and M, simulated on first use: `review` needs only the
+        plan's schedule, 1F1B and the rollback target, the plan page all of them."""
+        if schedule not in SCHEDULES or self.strategy is None or self.schedule == "none":
+            return None
+        if schedule not in self._simulated:
+            self._simulated[schedule] = _schedule_numbers(
+                self.manifest, self.strategy, self.settings, schedule
+            )
+        return self._simulated[schedule]
+
+    @property
+    def candidates(self) -> tuple[ScheduleNumbers, ...]:
+        """Every schedule at the plan's P and M (empty without a pipeline)."""
+        numbers = (self.numbers(name) for name in SCHEDULES)
+        return tuple(n for n in numbers if n is not None)
 
 
 def _kernel(manifest: Manifest, tensor: int, expert: int, settings: Mapping[str, Any]) -> Kernel:
@@ -86,37 +104,29 @@ def _kernel(manifest: Manifest, tensor: int, expert: int, settings: Mapping[str,
     return Kernel("nccl", "the framework's collective all-to-all", "fallback")
 
 
-def _numbers(
-    manifest: Manifest, c: Candidate, settings: Mapping[str, Any]
-) -> tuple[ScheduleNumbers, ...]:
+def _schedule_numbers(
+    manifest: Manifest, strategy: sizing.Strategy, settings: Mapping[str, Any], name: str
+) -> ScheduleNumbers:
     from dpguard.schedules import check
 
-    out = []
-    for name in SCHEDULES:
-        # Interleaved 1F1B is compared at v >= 2 (with v = 1 it is plain 1F1B).
-        virtual = max(2, c.strategy.virtual_stages) if name == "interleaved-1f1b" else 1
-        s = replace(c.strategy, schedule=name, virtual_stages=virtual)
-        problems = tuple(check(name, s.pipeline, s.microbatches, virtual))
-        result = None if problems else sizing.simulation(s, settings)
-        if result is None:
-            out.append(
-                ScheduleNumbers(name, None, None, None, problems or ("not simulated",), virtual)
-            )
-            continue
-        bubble = float(result.bubble_fraction)
-        out.append(
-            ScheduleNumbers(
-                name,
-                bubble,
-                sizing.gpu_hours(manifest, bubble, settings),
-                # The simulator counts in the schedule's own chunks (1/v of a stage for
-                # interleaved, 1/2 for DualPipeV): rescale so every row shares one unit.
-                float(result.makespan * result.chunk_size),
-                (),
-                virtual,
-            )
-        )
-    return tuple(out)
+    # Interleaved 1F1B is compared at v >= 2 (with v = 1 it is plain 1F1B).
+    virtual = max(2, strategy.virtual_stages) if name == "interleaved-1f1b" else 1
+    s = replace(strategy, schedule=name, virtual_stages=virtual)
+    problems = tuple(check(name, s.pipeline, s.microbatches, virtual))
+    result = None if problems else sizing.simulation(s, settings)
+    if result is None:
+        return ScheduleNumbers(name, None, None, None, problems or ("not simulated",), virtual)
+    bubble = float(result.bubble_fraction)
+    return ScheduleNumbers(
+        name,
+        bubble,
+        sizing.gpu_hours(manifest, bubble, settings),
+        # The simulator counts in the schedule's own chunks (1/v of a stage for interleaved,
+        # 1/2 for DualPipeV): rescale so every row shares one unit.
+        float(result.makespan * result.chunk_size),
+        (),
+        virtual,
+    )
 
 
 def _op_seconds(manifest: Manifest, c: Candidate, settings: Mapping[str, Any]) -> dict[str, float]:
@@ -200,8 +210,11 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
     if c is None:
         status = "infeasible"
     schedule = c.strategy.schedule if c else None
-    candidates = _numbers(manifest, c, settings) if c and schedule != "none" else ()
-    chosen = next((n for n in candidates if n.schedule == schedule), None)
+    chosen = (
+        _schedule_numbers(manifest, c.strategy, settings, schedule)
+        if c and schedule in SCHEDULES
+        else None
+    )
     simpler = settings["rollback"]["simpler"].get(schedule) if schedule else None
     threshold = expected = None
     if chosen and chosen.bubble is not None:
@@ -223,7 +236,6 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
         micro_batch_size=c.micro_batch_size if c else 0,
         memory=c.memory if c else None,
         memory_limit_gb=sizing.usable_bytes(manifest, settings) / sizing.GIB,
-        candidates=candidates,
         ideal_gpu_hours=sizing.ideal_gpu_hours(manifest, settings),
         efficiency=sizing.efficiency(manifest, settings),
         op_times=_op_seconds(manifest, c, settings) if c and schedule != "none" else {},
@@ -238,6 +250,8 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
         else (),
         notes=tuple(notes),
         training_changes=result.changes,
+        strategy=c.strategy if c else None,
+        settings=settings,
     )
 
 
