@@ -49,18 +49,26 @@ def templates(tmp_path: Path, plan_md: str, rollback_md: str | None = None) -> s
 
 
 def test_planned_with_the_dualpipe_replication_row(capsys):
+    """frontier-moe at P = 16: the memory row breaks down the worst rank (rank 0) with its
+    second copy, and the replication row prints that copy and the parameters of both."""
     code, out, _ = plan(capsys, FRONTIER)
     assert code == 0
     assert (
-        "| DualPipe replication | +27.3 GiB per GPU for the second parameter copy; fits. 8.39B "
-        "parameters per GPU across both copies (1.25% of the model; experts sharded 64-way) |\n"
+        "| Memory per GPU (worst rank) | 72.6 GiB (band 57.2-96.3) of 75.1 GiB usable (79.1 GiB "
+        "less 5% headroom); rank 0: weights 4.86 + gradients 9.73 + optimizer 0.15 + second copy "
+        "20.35 + activations 34.02 (17 in flight) + other 3.47 GiB (`dpguard memory` for every "
+        "rank) |\n"
     ) in out
     assert (
-        "| Expected bubble | **3.23%** (exact simulation); 1F1B at the same P and M: 10.45% |\n"
+        "| DualPipe replication | +20.4 GiB per GPU for the second parameter copy; fits. 5.64B "
+        "parameters per GPU across both copies (0.84% of the model; experts sharded 64-way) |\n"
+    ) in out
+    assert (
+        "| Expected bubble | **3.74%** (exact simulation); 1F1B at the same P and M: 11.11% |\n"
         in out
     )
-    assert "| dualpipe (chosen) | 3.23% | 2,724,509 | 219,718 saved | allowed |\n" in out
-    assert "| 1f1b | 10.45% | 2,944,228 | baseline | allowed |\n" in out
+    assert "| dualpipe (chosen) | 3.74% | 2,739,157 | 227,042 saved | allowed |\n" in out
+    assert "| 1f1b | 11.11% | 2,966,200 | baseline | allowed |\n" in out
 
 
 def test_planned_without_the_replication_row(capsys):
@@ -84,7 +92,7 @@ def test_no_pipeline_branch(capsys):
     assert code == 0
     assert (
         "**Recommendation: no pipeline parallelism.** The whole training state fits one H100-SXM\n"
-        "(36.7 GiB of 72.0 GiB usable), so pipeline stages would only add bubble.\n"
+        "(38.3 GiB of 75.1 GiB usable), so pipeline stages would only add bubble.\n"
         "Train with data parallelism over 16 GPUs (micro-batch size 8,\n"
         "4 gradient-accumulation steps per optimizer step).\n"
     ) in out
@@ -150,20 +158,20 @@ def test_rollback_to_a_simpler_schedule(capsys):
     assert rollback_section(out) == (
         "## Rollback trigger\n"
         "Measure the **aggregate GPU utilization percentage over the first 1000 steps**. The plan "
-        "expects\n96.8% (one minus the 3.23% bubble of dualpipe). If it stays below\n"
-        "**91.8%** (the expectation less a 5-point margin for communication,\n"
+        "expects\n96.3% (one minus the 3.74% bubble of dualpipe). If it stays below\n"
+        "**91.3%** (the expectation less a 5-point margin for communication,\n"
         "stragglers and data loading, which the bubble model leaves out), dualpipe is not "
         "delivering what its\ncomplexity costs: switch to the simpler **dualpipev**, expected "
-        "at 96.3%.\n"
+        "at 96.0%.\n"
     )
 
 
 def test_rollback_warns_when_the_simpler_schedule_is_expected_below_the_trigger(capsys):
-    """large-dense: zb1p expects 77.4% (trigger 72.4%), but 1F1B at the same P = M = 8 only
-    100 x (1 - 7/15) = 53.3%."""
+    """large-dense: zb1p expects 75.6% (trigger 70.6%), but 1F1B at the same P = M = 32 only
+    100 x (1 - 31/63) = 50.8%."""
     _, out, _ = plan(capsys, str(EXAMPLES / "large-dense.yaml"))
     assert rollback_section(out).endswith(
-        "switch to the simpler **1f1b**, expected at 53.3%.\n"
+        "switch to the simpler **1f1b**, expected at 50.8%.\n"
         "That is below the trigger itself: switch only once the shortfall is traced to zb1p "
         "(not to\ncommunication or stragglers, which 1f1b would suffer too).\n"
     )
@@ -216,11 +224,11 @@ def test_rollback_settings_come_from_the_layered_policy(tmp_path, capsys):
     assert rollback_section(out) == (
         "## Rollback trigger\n"
         "Measure the **aggregate GPU utilization percentage over the first 500 steps**. The plan "
-        "expects\n96.8% (one minus the 3.23% bubble of dualpipe). If it stays below\n"
-        "**94.8%** (the expectation less a 2-point margin for communication,\n"
+        "expects\n96.3% (one minus the 3.74% bubble of dualpipe). If it stays below\n"
+        "**94.3%** (the expectation less a 2-point margin for communication,\n"
         "stragglers and data loading, which the bubble model leaves out), dualpipe is not "
         "delivering what its\ncomplexity costs: switch to the simpler **zb1p**, expected at "
-        "96.3%.\n"
+        "96.0%.\n"
     )
     assert "team 1.0.0 (sha256:" in out
 
@@ -238,7 +246,7 @@ def test_custom_templates_are_used(tmp_path, capsys):
     code, out, err = plan(capsys, FRONTIER, "--templates", folder)
     assert (code, out, err) == (
         0,
-        "frontier-moe: DualPipe P=8 M=60 bubble 3.23%\ntrigger 91.8% -> dualpipev\n",
+        "frontier-moe: DualPipe P=16 M=120 bubble 3.74%\ntrigger 91.3% -> dualpipev\n",
         "",
     )
 

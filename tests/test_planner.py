@@ -127,26 +127,26 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def test_frontier_moe_at_400_gbps_recommends_dualpipe(policies):
-    """DeepSeek-V3's shape on 2,048 H800 with 400 Gbps per GPU (examples/frontier-moe.yaml):
+    """DeepSeek-V3 as published on 2,048 H800 with 400 Gbps per GPU (examples/frontier-moe.yaml):
     DT001 picks DualPipe and no refusal fires. The manifest fixes T = 1, EP = 64 and micro-batch
-    size 1. P = 8 is the smallest even depth at which the worst stage fits 72 GiB (80 GiB less
-    10%): 61.47 GiB including the second parameter copy. DP = 2048 / 8 = 256 and
-    M = 15360 / (1 x 256) = 60: even and >= 2P = 16, M/P = 7.5. DeepSeek itself ran PP16 (with
-    FP8 and targeted recompute the generic memory model does not see); P = 8 and M = 60 are
-    within what a practitioner would run."""
+    size 1. P = 16 is the smallest even depth at which the worst rank's central estimate fits
+    75.1 GiB (79.1 GiB usable less 5%): rank 0 holds the embedding, and as its mirrored stage
+    the output head and the MTP layer. DP = 2048 / 16 = 128 and M = 15360 / (1 x 128) = 120:
+    even and >= 2P. That is the layout DeepSeek-V3 trained with (arXiv 2412.19437 §3.2)."""
     plan = plan_of(EXAMPLES / "frontier-moe.yaml", policies)
     assert (plan.status, plan.schedule) == ("planned", "dualpipe")
-    assert (plan.tensor, plan.pipeline, plan.expert, plan.data_parallel) == (1, 8, 64, 256)
-    assert (plan.microbatches, plan.micro_batch_size) == (60, 1)
+    assert (plan.tensor, plan.pipeline, plan.expert, plan.data_parallel) == (1, 16, 64, 128)
+    assert (plan.microbatches, plan.micro_batch_size) == (120, 1)
     assert plan.microbatches % 2 == 0 and plan.microbatches >= 2 * plan.pipeline
     assert plan.outcome.decision is not None and plan.outcome.decision.id == "DT001"
     assert plan.outcome.redirects == ()
     assert plan.plan_findings == ()
     assert plan.kernel.kernel == "deepep"
-    assert plan.memory.total / GIB == pytest.approx(61.47, abs=0.01)
-    assert plan.memory.total <= 72 * GIB
+    worst = plan.memory.worst
+    assert worst.rank == 0 and worst.replica > 0
+    assert worst.total <= plan.memory_limit_gb * GIB < worst.high
     text = render_markdown(plan, policies)
-    assert "**Recommendation: DualPipe** with P = 8 pipeline ranks and M = 60\n" in text
+    assert "**Recommendation: DualPipe** with P = 16 pipeline ranks and M = 120\n" in text
 
 
 @pytest.mark.parametrize("gbps", [200, 150])
@@ -154,20 +154,25 @@ def test_frontier_moe_at_200_gbps_or_less_is_redirected_to_dualpipev_by_rf001(
     tmp_path, policies, gbps
 ):
     """RF001 refuses DualPipe at <= 200 Gbps per GPU and recommends DualPipeV. DualPipeV keeps
-    one parameter copy, so a shallower pipeline fits: P = 4 (8 stages of 1/8 of the model),
-    DP = 512, M = 15360 / 512 = 30 >= 2P."""
+    one parameter copy, so a shallower pipeline fits: P = 8 (16 stages of 1/16 of the model),
+    DP = 256, M = 15360 / 256 = 60 >= 2P. Its worst rank (rank 0: the embedding stage and, on
+    the way back, the output head and MTP stage, 2P + 1 = 17 half-size chunks in flight) is
+    70.8 GiB, within 75.1; at P = 4 it is 94.1 GiB."""
     plan = frontier(tmp_path, policies, cluster={"interconnect": {"inter_node_gbps_per_gpu": gbps}})
     assert (plan.status, plan.schedule, plan.pipeline, plan.microbatches) == (
         "planned",
         "dualpipev",
-        4,
-        30,
+        8,
+        60,
     )
+    worst = plan.memory.worst
+    assert (worst.rank, worst.replica, worst.inflight) == (0, 0, 17)
+    assert worst.total / GIB == pytest.approx(70.81, abs=0.01)
     assert [r.id for r in plan.outcome.redirects] == ["RF001"]
     # The redirect is said once, as the redirect, not again as a finding on the plan itself.
     assert plan.plan_findings == ()
     text = render_markdown(plan, policies)
-    assert "**Recommendation: DualPipeV** with P = 4 pipeline ranks and M = 30\n" in text
+    assert "**Recommendation: DualPipeV** with P = 8 pipeline ranks and M = 60\n" in text
     assert (
         "- Redirected by `RF001`: Inter-node bandwidth at most 200 Gbps per GPU -> refuse "
         "DualPipe, recommend DualPipeV\n"
@@ -184,7 +189,9 @@ def test_rf001_threshold_is_inclusive_at_200_only(tmp_path, policies):
 @pytest.mark.parametrize("gbps", [400, 200])
 def test_nccl_all_to_all_is_redirected_to_zb1p_by_rf002(tmp_path, policies, gbps):
     """RF002 (precedence 50) wins over RF001 (10): without a custom kernel neither
-    bidirectional schedule pays, so the plan is Zero Bubble even at 200 Gbps."""
+    bidirectional schedule pays, so the plan is Zero Bubble even at 200 Gbps. zb1p holds one
+    parameter copy and min(M, P - r) micro-batches: P = 4 is estimated at 79.1 GiB (over 75.1),
+    P = 8 at 57.9 GiB; DP = 256, M = 15360 / 256 = 60."""
     plan = frontier(
         tmp_path,
         policies,
@@ -194,12 +201,12 @@ def test_nccl_all_to_all_is_redirected_to_zb1p_by_rf002(tmp_path, policies, gbps
     assert (plan.status, plan.schedule, plan.pipeline, plan.microbatches) == (
         "planned",
         "zb1p",
-        4,
-        30,
+        8,
+        60,
     )
     assert [r.id for r in plan.outcome.redirects] == ["RF002"]
     text = render_markdown(plan, policies)
-    assert "**Recommendation: Zero Bubble (ZB-H1)** with P = 4" in text
+    assert "**Recommendation: Zero Bubble (ZB-H1)** with P = 8" in text
     assert (
         "- Redirected by `RF002`: No custom all-to-all kernel -> refuse DualPipe, recommend "
         "Zero Bubble\n"
@@ -235,8 +242,10 @@ def test_under_1b_tokens_is_refused_with_data_plus_tensor_parallel(tmp_path, pol
 
 
 def test_refused_dense_run_without_a_proposal_uses_the_smallest_tensor_size(tmp_path, policies):
-    """small-dense (13B, 64 A100-80GB) at 500M tokens: 13B x 18 B/param with ZeRO-1 over 64
-    does not fit one GPU (6 x 13e9 B = 72.6 GiB of weights and grads alone), T = 2 does."""
+    """small-dense (13B, 64 A100-80GB) at 500M tokens: at T = 1 one GPU needs 103.5 GiB
+    (weights and grads 6 x 13e9 B = 72.6 GiB, ZeRO-1 optimizer 12 x 13e9 / 64, one micro-batch
+    through all 40 layers, logits, runtime), over the 75.1 GiB usable; T = 2 halves the states
+    and activations: 53.6 GiB fits."""
     plan = plan_of(
         write(tmp_path, merged(example("small-dense"), {"training": {"tokens": "500M"}})),
         policies,
@@ -246,8 +255,9 @@ def test_refused_dense_run_without_a_proposal_uses_the_smallest_tensor_size(tmp_
 
 def test_a_model_that_fits_one_gpu_gets_no_pipeline(policies, capsys):
     """examples/no-pipeline.yaml: 1.3B x (2 + 4) B of weights and grads plus 12 B/16 of ZeRO-1
-    optimizer plus one micro-batch of 8 sequences fits one 80 GB H100: data parallel over all
-    16 GPUs, M = 512 / (8 x 16) = 4 gradient-accumulation steps."""
+    optimizer plus one micro-batch of 8 sequences fits one H100 even at the estimate's high
+    bound (55.5 GiB of 75.1 usable; central 38.3): data parallel over all 16 GPUs,
+    M = 512 / (8 x 16) = 4 gradient-accumulation steps."""
     plan = plan_of(EXAMPLES / "no-pipeline.yaml", policies)
     assert (plan.status, plan.schedule, plan.pipeline, plan.tensor) == ("no-pipeline", "none", 1, 1)
     assert (plan.data_parallel, plan.microbatches, plan.micro_batch_size) == (16, 4, 8)
@@ -265,11 +275,17 @@ def test_large_dense_falls_back_from_dualpipev_to_zb1p_because_m_over_p_is_1(pol
     """large-dense fixes T = 8 and micro-batch size 1: DP = 16384 / (8 P) = 2048 / P, so
     M = 2048 / (1 x DP) = P at every P. DualPipeV needs M >= 2P, which no P gives, so the
     planner takes DT002's acceptable zb1p and says why, quoting the deepest P tried: 32 (P
-    divides 16384 / 8 = 2048, and DualPipeV's 2P stages need P <= 126 / 2 = 63)."""
+    divides 16384 / 8 = 2048, and DualPipeV's 2P stages need P <= 126 / 2 = 63). zb1p's
+    smallest fitting depth is P = 32: at P = 16 rank 1 holds 15 micro-batches of 8 Llama 3
+    405B layers (selective recompute, SP) and is estimated at 79.1 GiB, over 75.1; at P = 32
+    it holds 31 of 4 layers, 72.2 GiB."""
     plan = plan_of(EXAMPLES / "large-dense.yaml", policies)
     assert plan.outcome.schedule == "dualpipev"
-    assert (plan.status, plan.schedule, plan.tensor, plan.pipeline) == ("planned", "zb1p", 8, 8)
-    assert plan.microbatches == plan.pipeline == 8
+    assert (plan.status, plan.schedule, plan.tensor, plan.pipeline) == ("planned", "zb1p", 8, 32)
+    assert plan.microbatches == plan.pipeline == 32
+    worst = plan.memory.worst
+    assert (worst.rank, worst.inflight, worst.layers) == (1, 31, 4)
+    assert worst.total / GIB == pytest.approx(72.24, abs=0.01)
     assert plan.notes == (
         "dualpipev was not possible at any P up to 63 (126 layers, 2 stages per rank): "
         "dualpipev needs micro-batches >= 2 x ranks = 64 (got 32) [deepseek-ai/DualPipe "
@@ -278,22 +294,30 @@ def test_large_dense_falls_back_from_dualpipev_to_zb1p_because_m_over_p_is_1(pol
     dualpipev = plan.numbers("dualpipev")
     assert dualpipev is not None and dualpipev.bubble is None
     assert dualpipev.violations == (
-        "dualpipev needs micro-batches >= 2 x ranks = 16 (got 8) [deepseek-ai/DualPipe "
+        "dualpipev needs micro-batches >= 2 x ranks = 64 (got 32) [deepseek-ai/DualPipe "
         "dualpipev.py: num_chunks >= num_ranks * 2]",
     )
 
 
 def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, capsys):
+    """405B dense on 8 A100-40GB (37.4 GiB usable): each schedule's note quotes its closest
+    layout as written (T = 4, no recompute: about 1 TB per GPU). The planner's levers
+    (selective, then full recompute) do not make it fit either, so the last note prices one
+    more change at the closest layout with full recompute: FP8 storage and offload barely
+    help, twice the GPUs (more ZeRO sharding) still leaves 579 GiB."""
     path = write(tmp_path, IMPOSSIBLE)
     plan = plan_of(path, policies)
     assert (plan.status, plan.schedule, plan.memory) == ("infeasible", None, None)
     assert plan.notes == (
         "1f1b was not possible at any P up to 64 (the policy's max_pipeline): P = 2, T = 4: "
-        "986.9 GiB per GPU does not fit",
+        "988.6 GiB per GPU does not fit",
         "zb1p was not possible at any P up to 64 (the policy's max_pipeline): P = 2, T = 4: "
-        "986.9 GiB per GPU does not fit",
+        "988.6 GiB per GPU does not fit",
         "interleaved-1f1b was not possible at any P up to 64 (the policy's max_pipeline): "
-        "P = 2, T = 4: 1053.9 GiB per GPU does not fit",
+        "P = 2, T = 4: 1055.6 GiB per GPU does not fit",
+        "at the closest layout (P = 2, T = 4, full recompute) the worst rank after one more "
+        "change, against 37.4 GiB usable: activation_storage: fp8 -> 863.3 GiB; "
+        "activation_offload: true -> 863.5 GiB; gpus: 16 -> 579.2 GiB",
     )
     code, out, err = run(capsys, str(path))
     assert (code, err) == (1, "")
@@ -333,27 +357,33 @@ parallelism:
 def test_dualpipev_never_plans_more_stages_than_layers(tmp_path, policies):
     """DT002 picks DualPipeV, whose P ranks run 2P stages: at most P = 12 / 2 = 6 keeps a layer
     in every stage (the validator's X014 for a proposal), so P = 8 is never tried. P = 2 and 4
-    do not fit, and the plan falls back to DT002's acceptable zb1p at P = 8 (DP = 128, 64
-    sequences per DP rank: micro-batch 1 gives M/P = 8)."""
+    do not fit 37.4 GiB (39.39 GiB usable less 5%; P = 4: 51.1 GiB), and the plan falls back to
+    DT002's acceptable zb1p at P = 8 (DP = 128, 64 sequences per DP rank: micro-batch 1 gives
+    M/P = 8; its worst rank, the last with the output layer and logits, 33.8 GiB)."""
     plan = plan_of(write(tmp_path, SHALLOW), policies)
     assert (plan.schedule, plan.pipeline, plan.microbatches) == ("zb1p", 8, 64)
     assert plan.notes == (
         "dualpipev was not possible at any P up to 6 (12 layers, 2 stages per rank): P = 4, "
-        "T = 1: 60.7 GiB per GPU does not fit",
+        "T = 1: 51.1 GiB per GPU does not fit",
     )
 
 
 def test_an_infeasible_note_quotes_the_stage_closest_to_fitting(tmp_path, policies):
     """At 60B nothing fits. For zb1p at P = 8 the note gives the memory at the micro-batch size
-    that needs the least (micro-batch 1), not at the last one tried (micro-batch 64, over twice
-    as much)."""
+    that needs the least (micro-batch 1: 62.2 GiB), not at the last one tried (micro-batch 64:
+    152.4 GiB, over twice as much). The manifest already recomputes fully, so the planner has
+    no lever left; the last note prices one more change at that closest layout: only T = 2
+    (which the manifest fixes at 1) would bring it under 37.4 GiB."""
     plan = plan_of(write(tmp_path, SHALLOW.replace("30B", "60B")), policies)
     assert plan.status == "infeasible"
     assert plan.notes == (
         "dualpipev was not possible at any P up to 6 (12 layers, 2 stages per rank): P = 4, "
-        "T = 1: 117.0 GiB per GPU does not fit",
+        "T = 1: 93.3 GiB per GPU does not fit",
         "zb1p was not possible at any P up to 12 (12 layers, 1 stage per rank): P = 8, T = 1: "
-        "61.3 GiB per GPU does not fit",
+        "62.2 GiB per GPU does not fit",
+        "at the closest layout (P = 8, T = 1, full recompute) the worst rank after one more "
+        "change, against 37.4 GiB usable: activation_storage: fp8 -> 62.0 GiB; "
+        "activation_offload: true -> 62.2 GiB; tensor: 2 -> 32.3 GiB; gpus: 2048 -> 61.7 GiB",
     )
 
 
@@ -410,12 +440,12 @@ def test_unset_micro_batch_size_is_chosen_for_m_over_p_in_the_target_range(tmp_p
 def test_unset_micro_batch_size_takes_the_closest_m_over_p_when_the_range_is_impossible(
     tmp_path, policies
 ):
-    """frontier-moe without micro_batch_size: at P = 8 each DP rank has 15360 / 256 = 60
-    sequences, so M/P <= 60/8 = 7.5 at micro-batch 1: below 8 whatever the size; 7.5 is the
+    """frontier-moe without micro_batch_size: at P = 16 each DP rank has 15360 / 128 = 120
+    sequences, so M/P <= 120/16 = 7.5 at micro-batch 1: below 8 whatever the size; 7.5 is the
     closest."""
     doc = merged(example("frontier-moe"), {"training": {"micro_batch_size": None}})
     plan = plan_of(write(tmp_path, doc), policies)
-    assert (plan.pipeline, plan.micro_batch_size, plan.microbatches) == (8, 1, 60)
+    assert (plan.pipeline, plan.micro_batch_size, plan.microbatches) == (16, 1, 120)
     assert (
         "M/P = 7.50; micro-batch size chosen for M/P as close as the global batch allows to 8..16"
     ) in render_markdown(plan, policies)
@@ -473,12 +503,12 @@ def test_gpu_hours_arithmetic_frontier_moe(policies):
     ideal  = 6 x 37e9 active x 14.8e12 tokens / (989e12 x 0.35 x 3600)
            = 3.2856e24 / 1.246140e18 = 2,636,621.9 GPU-hours
              (DeepSeek-V3 reports 2.664M H800 GPU-hours for the same tokens)
-    DualPipe, P = 8, M = 60, F = 1, B = 2, W = 1, F&B = 3 (per chunk):
-      busy per rank = M (F + B) = 60 x 3 = 180; idle = (P/2 - 1)(F&B + B - 3W) = 3 x 2 = 6
-      makespan 186, bubble = 6 / 186 = 1/31;        hours = ideal x 31/30 = 2,724,509.3
-    1F1B: idle = (P - 1)(F + B) = 21, makespan 201, bubble = 21/201 = 7/67;
-                                                    hours = ideal x 67/60 = 2,944,227.8
-    saved vs 1F1B = ideal x (67/60 - 62/60) = ideal / 12 = 219,718.5 GPU-hours
+    DualPipe, P = 16, M = 120, F = 1, B = 2, W = 1, F&B = 3 (per chunk):
+      busy per rank = M (F + B) = 120 x 3 = 360; idle = (P/2 - 1)(F&B + B - 3W) = 7 x 2 = 14
+      makespan 374, bubble = 14/374 = 7/187;        hours = ideal x 187/180 = 2,739,157.2
+    1F1B: idle = (P - 1)(F + B) = 45, makespan 405, bubble = 45/405 = 1/9;
+                                                    hours = ideal x 9/8 = 2,966,199.6
+    saved vs 1F1B = ideal x (405/360 - 374/360) = ideal x 31/360 = 227,042.4 GPU-hours
     """
     plan = plan_of(EXAMPLES / "frontier-moe.yaml", policies)
     data = plan_dict(plan, policies)
@@ -487,31 +517,31 @@ def test_gpu_hours_arithmetic_frontier_moe(policies):
     assert data["ideal_gpu_hours"] == pytest.approx(ideal, rel=1e-12)
     assert data["ideal_gpu_hours"] == pytest.approx(2_636_621.89, abs=0.01)
     rows = {c["schedule"]: c for c in data["candidates"]}
-    assert Fraction(rows["dualpipe"]["bubble_fraction"]).limit_denominator(1000) == Fraction(1, 31)
-    assert Fraction(rows["1f1b"]["bubble_fraction"]).limit_denominator(1000) == Fraction(7, 67)
-    assert rows["dualpipe"]["makespan_forward_chunks"] == 186
-    assert rows["1f1b"]["makespan_forward_chunks"] == 201
-    assert rows["dualpipe"]["gpu_hours"] == pytest.approx(ideal * 31 / 30, rel=1e-12)
-    assert rows["1f1b"]["gpu_hours"] == pytest.approx(ideal * 67 / 60, rel=1e-12)
+    assert Fraction(rows["dualpipe"]["bubble_fraction"]).limit_denominator(1000) == Fraction(7, 187)
+    assert Fraction(rows["1f1b"]["bubble_fraction"]).limit_denominator(1000) == Fraction(1, 9)
+    assert rows["dualpipe"]["makespan_forward_chunks"] == 374
+    assert rows["1f1b"]["makespan_forward_chunks"] == 405
+    assert rows["dualpipe"]["gpu_hours"] == pytest.approx(ideal * 187 / 180, rel=1e-12)
+    assert rows["1f1b"]["gpu_hours"] == pytest.approx(ideal * 9 / 8, rel=1e-12)
     saved = rows["1f1b"]["gpu_hours"] - rows["dualpipe"]["gpu_hours"]
-    assert saved == pytest.approx(ideal / 12, rel=1e-9)
-    assert saved == pytest.approx(219_718.49, abs=0.01)
+    assert saved == pytest.approx(ideal * 31 / 360, rel=1e-9)
+    assert saved == pytest.approx(227_042.44, abs=0.01)
     text = render_markdown(plan, policies)
-    assert "| GPU-hours for 14.8T tokens | 2,724,509 (219,718 saved vs 1F1B) |\n" in text
+    assert "| GPU-hours for 14.8T tokens | 2,739,157 (227,042 saved vs 1F1B) |\n" in text
 
 
 def test_op_times_in_seconds_frontier_moe(policies):
     """F = 2 x active/(P x T) x tokens per micro-batch / (peak x efficiency)
-         = 2 x (37e9 / 8) x (1 x 4096) / (989e12 x 0.35) = 3.7888e13 / 3.4615e14 = 0.10946 s;
+         = 2 x (37e9 / 16) x (1 x 4096) / (989e12 x 0.35) = 1.8944e13 / 3.4615e14 = 0.054728 s;
     B = 2F, W = F, F&B = 3F (policies/planner.yaml op_time_ratios)."""
     data = plan_dict(plan_of(EXAMPLES / "frontier-moe.yaml", policies), policies)
-    forward = 2 * (37e9 / 8) * 4096 / (989e12 * 0.35)
+    forward = 2 * (37e9 / 16) * 4096 / (989e12 * 0.35)
     # 9 significant digits, the others exact decimal multiples (so `dpguard bubble` takes them)
     assert data["op_times_seconds"] == {
-        "forward": 0.109455438,
-        "backward": 0.218910876,
-        "weight": 0.109455438,
-        "overlapped": 0.328366314,
+        "forward": 0.0547277192,
+        "backward": 0.1094554384,
+        "weight": 0.0547277192,
+        "overlapped": 0.1641831576,
     }
     assert data["op_time_ratios"]["backward"] == 2.0
     assert data["op_time_ratios"]["weight"] == 1.0
@@ -520,16 +550,16 @@ def test_op_times_in_seconds_frontier_moe(policies):
         {"forward": forward, "backward": 2 * forward, "weight": forward, "overlapped": 3 * forward},
         rel=1e-8,
     )
-    assert forward == pytest.approx(0.109455, abs=1e-6)
+    assert forward == pytest.approx(0.054728, abs=1e-6)
 
 
 def test_op_times_divide_by_tensor_and_context(tmp_path, policies):
-    """large-dense: T = 8, P = 8, one sequence of 8192 tokens per micro-batch, H100 at 40%:
-    F = 2 x 405e9 / 64 x 8192 / (989e12 x 0.40) = 0.26208 s."""
+    """large-dense: T = 8, P = 32, one sequence of 8192 tokens per micro-batch, H100 at 40%:
+    F = 2 x 405e9 / 256 x 8192 / (989e12 x 0.40) = 0.065521 s."""
     data = plan_dict(plan_of(EXAMPLES / "large-dense.yaml", policies), policies)
-    forward = 2 * 405e9 / 64 * 8192 / (989e12 * 0.40)
+    forward = 2 * 405e9 / 256 * 8192 / (989e12 * 0.40)
     assert data["op_times_seconds"]["forward"] == pytest.approx(forward, rel=1e-8)
-    assert forward == pytest.approx(0.26208, abs=1e-5)
+    assert forward == pytest.approx(0.065521, abs=1e-6)
 
 
 @pytest.mark.parametrize("name", ["frontier-moe", "large-dense", "small-dense"])
@@ -562,20 +592,20 @@ def test_plan_bubbles_equal_dpguard_bubble_and_the_simulator(name, policies, cap
 
 
 def test_rollback_trigger_is_expected_utilisation_less_the_margin(policies):
-    """frontier-moe: expected = 100 x (1 - 1/31) = 96.774%; threshold = 96.774 - 5 = 91.774%;
+    """frontier-moe: expected = 100 x (1 - 7/187) = 96.257%; threshold = 96.257 - 5 = 91.257%;
     the simpler schedule (policies/planner.yaml rollback.simpler) is DualPipeV, at
-    100 x (1 - 7/187) = 96.26% at the same P and M."""
+    100 x (1 - 1/25) = 96% at the same P and M (simulated: makespan 375, idle 15 per rank)."""
     plan = plan_of(EXAMPLES / "frontier-moe.yaml", policies)
-    assert plan.expected_utilization == pytest.approx(100 * 30 / 31, rel=1e-12)
-    assert plan.rollback_threshold == pytest.approx(100 * 30 / 31 - 5, rel=1e-12)
+    assert plan.expected_utilization == pytest.approx(100 * 180 / 187, rel=1e-12)
+    assert plan.rollback_threshold == pytest.approx(100 * 180 / 187 - 5, rel=1e-12)
     assert plan.rollback_to == "dualpipev"
     fallback = plan.numbers("dualpipev")
-    assert fallback is not None and fallback.bubble == pytest.approx(7 / 187, rel=1e-12)
+    assert fallback is not None and fallback.bubble == pytest.approx(1 / 25, rel=1e-12)
     data = plan_dict(plan, policies)
     assert data["rollback"] == {
         "to": "dualpipev",
-        "threshold_percent": pytest.approx(91.7742, abs=1e-4),
-        "expected_utilization_percent": pytest.approx(96.7742, abs=1e-4),
+        "threshold_percent": pytest.approx(91.2567, abs=1e-4),
+        "expected_utilization_percent": pytest.approx(96.2567, abs=1e-4),
         "steps": 1000,
     }
 
@@ -584,27 +614,43 @@ def test_rollback_trigger_is_expected_utilisation_less_the_margin(policies):
 
 
 def test_memory_model_hand_worked(tmp_path, policies):
-    """HAND_MOE (header comment) on 64 A100-40GB (36 GiB usable) with T = 1, EP = 8, full
-    recompute, micro-batch 1. It does not fit one GPU (weights and grads alone,
-    6 B x 9.73e9 = 54 GiB), so DualPipe (DT001, 400 Gbps, DeepEP) at the smallest P = 2:
-    DP = 64 / 2 = 32, M = 1024 / 32 = 32.
+    """HAND_MOE (header comment) on 64 A100-40GB (37.4 GiB usable: the catalog's 39.39 less 5%)
+    with T = 1, EP = 8, full recompute, micro-batch 1. It does not fit one GPU (weights and
+    grads alone, 6 B x 9.73e9 = 54 GiB), so DualPipe (DT001, 400 Gbps, DeepEP) at the smallest
+    P = 2: DP = 64 / 2 = 32, M = 1024 / 32 = 32.
 
-    Parameters on the worst rank, one copy (8 of 16 layers, untied: one vocab matrix per end):
+    Parameters (the declared totals decide the bytes: routed experts (total - active) x E /
+    (E - k) = 7e9 x 16/14 = 8e9; the 1.6B left after the two vocab matrices spread evenly over
+    the 16 MoE layers, 1e8 each). Stage 0 = layers 0-7 + the embedding, stage 1 = layers 8-15 +
+    the output layer, one copy each:
       dense  = 1.6e9 x 8/16 + 67,108,864 = 867,108,864
       expert = 8e9 x 8/16 / EP 8         = 500,000,000          (1,367,108,864 in all)
-    Bytes (bf16: weights 2, fp32 grads 4, optimizer 12; ZeRO-1 shards the optimizer over
+    Bytes (bf16: weights 2, fp32 grads 4, optimizer 4 + 2 x 4; ZeRO-1 shards the optimizer over
     DP = 32 for dense and over T x DP / EP = 32 / 8 = 4 for expert parameters):
       weights   = 2 x 1,367,108,864                               =  2,734,217,728
       gradients = 4 x 1,367,108,864                               =  5,468,435,456
       optimizer = 12 x 867,108,864 / 32 + 12 x 500,000,000 / 4    =  1,825,165,824
-      one copy                                                    = 10,027,819,008
-      DualPipe's second copy (replication_extra)                  = 10,027,819,008
-    Activations (Korthikanti: full recompute stores 2sbh per layer, b = 1, s = 4096, h = 2048:
-    16,777,216 B; DualPipe peaks at P + 1 = 3 in-flight chunks of 8 layers, arXiv 2412.19437
-    Table 2, counted by the simulator; the worst rank holds an LM head, whose fp32 logits are
-    4 s v = 536,870,912 B; one layer is recomputed at 34 sbh = 285,212,672 B):
-      3 x 8 x 16,777,216 + 536,870,912 + 285,212,672              =  1,224,736,768
-    Total = 2 x 10,027,819,008 + 1,224,736,768 = 21,280,374,784 B = 19.82 GiB (fits 36 GiB).
+      one stage                                                   = 10,027,819,008
+    DualPipe's rank 0 also holds the mirrored stage 1 (replication_extra) = 10,027,819,008; rank
+    1 holds the same two stages the other way round, so the totals tie and rank 0 is reported.
+    Activations: full recompute keeps each layer's input, 2sbh = 2 x 4096 x 2048 = 16,777,216 B;
+    DualPipe holds P + 1 = 3 chunks of 8 layers in flight (arXiv 2412.19437 Table 2; the
+    closed form agrees with the simulator). One layer is recomputed at a time with all its
+    tensors: per token, with h = 2048, no SP, FlashAttention, GeLU with dropout masks,
+    expert width w = 8e9 / 16 layers / 16 experts / 2h = 7,629.39...:
+      attention block: norm in 2h + norm out 2h + mask h + q, k, v 6h + o-proj input 2h
+                       + log-sum-exp 4a (a = 16)                       = 13h + 64
+      MoE block: norm in 2h + mask h + norm out 2h + router logits 4 x 16
+                 + 2 routed copies x (input 2h + fc1 out 2w + fc2 in 2w) = 9h + 64 + 8w
+      = 22h + 128 + 8w = 106,219.15625 B/token x 4096                 =    435,073,664
+      3 x 8 x 16,777,216 + 435,073,664                                =    837,726,848
+    Other: fp32 logits on the stage with the output layer, 4 s v = 4 x 4096 x 32768 =
+    536,870,912, plus the 1.5 GiB runtime overhead 1,610,612,736     =  2,147,483,648
+    Total = 2 x 10,027,819,008 + 837,726,848 + 2,147,483,648 = 23,040,848,512 B = 21.46 GiB,
+    within 37.42 GiB. Band: states -3 %/+5 %, activations -40 %/+60 %, overhead halved or
+    doubled: low = 20,055,638,016 x 0.97 + 837,726,848 x 0.6 + 2,147,483,648 - 805,306,368
+    = 21,298,782,264.32; high = 20,055,638,016 x 1.05 + 837,726,848 x 1.6 + 2,147,483,648
+    + 1,610,612,736 = 26,156,879,257.6.
     """
     plan = plan_of(write(tmp_path, HAND_MOE), policies)
     assert (plan.schedule, plan.pipeline, plan.data_parallel, plan.microbatches) == (
@@ -614,17 +660,31 @@ def test_memory_model_hand_worked(tmp_path, policies):
         32,
     )
     assert max(simulate("dualpipe", 2, 32, OpTimes(1, 2, 1, 3)).peak_activations_per_rank) == 3
-    assert plan_dict(plan, policies)["memory_bytes"] == {
+    memory = plan_dict(plan, policies)["memory_bytes"]
+    low, high = memory.pop("low"), memory.pop("high")
+    assert memory == {
         "weights": 2_734_217_728,
         "gradients": 5_468_435_456,
         "optimizer": 1_825_165_824,
         "replication_extra": 10_027_819_008,
-        "activations": 1_224_736_768,
-        "total": 21_280_374_784,
+        "activations": 837_726_848,
+        "other": 2_147_483_648,
+        "total": 23_040_848_512,
     }
-    assert plan.memory.parameters == 1_367_108_864
+    # The JSON rounds to whole bytes; the model's own values keep the fractions.
+    assert (low, high) == (21_298_782_264, 26_156_879_258)
+    assert plan.memory.worst.low == pytest.approx(21_298_782_264.32, rel=1e-12)
+    assert plan.memory.worst.high == pytest.approx(26_156_879_257.6, rel=1e-12)
+    worst = plan.memory.worst
+    assert (worst.rank, worst.inflight, worst.layers) == (0, 3, 16)
+    assert [r.total for r in plan.memory.ranks] == [23_040_848_512] * 2
+    assert worst.parameters == 2 * 1_367_108_864  # both copies
     text = render_markdown(plan, policies)
-    assert "| Memory per GPU (worst stage) | 19.8 GiB of 36.0 GiB usable" in text
+    assert (
+        "| Memory per GPU (worst rank) | 21.5 GiB (band 19.8-24.4) of 37.4 GiB usable "
+        "(39.39 GiB less 5% headroom); rank 0: weights 2.55 + gradients 5.09 + optimizer 1.7 + "
+        "second copy 9.34 + activations 0.78 (3 in flight) + other 2.0 GiB"
+    ) in text
     assert (
         "| DualPipe replication | +9.3 GiB per GPU for the second parameter copy; fits. 2.73B "
         "parameters per GPU across both copies (28.09% of the model; experts sharded 8-way) |"
@@ -632,17 +692,22 @@ def test_memory_model_hand_worked(tmp_path, policies):
 
 
 def test_memory_model_zero1_over_dp_without_dualpipe(tmp_path, policies):
-    """The same model with an NCCL all-to-all: RF002 -> Zero Bubble, one parameter copy.
-    zb1p at P = 2 holds P = 2 chunks in flight on rank 0 (as 1F1B); rank 1 holds the LM head:
-    one chunk plus the logits. Stash 2 x 8 x 16,777,216 = 268,435,456 < last rank
-    8 x 16,777,216 + 536,870,912 = 671,088,640; plus the recomputed layer 285,212,672:
-    activations 956,301,312 B. Total = 10,027,819,008 + 956,301,312 = 10,984,120,320."""
+    """The same model with an NCCL all-to-all: RF002 -> Zero Bubble, one parameter copy per
+    rank, the same 10,027,819,008 B of states on both. zb1p at P = 2 holds min(M, P - r)
+    chunks: 2 on rank 0, 1 on rank 1 (as 1F1B). Rank 0: 2 x 8 x 16,777,216 + the recomputed
+    layer 435,073,664 = 703,509,120 B of activations and the 1.5 GiB overhead: 12,341,940,864.
+    Rank 1, with the output layer: 8 x 16,777,216 + 435,073,664 = 569,291,392 of activations,
+    and the fp32 logits 536,870,912 next to the overhead (other 2,147,483,648):
+    12,744,594,048, the worst rank."""
     plan = plan_of(write(tmp_path, HAND_MOE.replace("deepep", "nccl")), policies)
     assert (plan.schedule, plan.pipeline) == ("zb1p", 2)
+    assert [r.total for r in plan.memory.ranks] == [12_341_940_864, 12_744_594_048]
+    assert plan.memory.worst.rank == 1
     memory = plan_dict(plan, policies)["memory_bytes"]
     assert memory["replication_extra"] == 0
-    assert memory["activations"] == 956_301_312
-    assert memory["total"] == 10_984_120_320
+    assert memory["activations"] == 569_291_392
+    assert memory["other"] == 2_147_483_648
+    assert memory["total"] == 12_744_594_048
 
 
 # ---- Determinism and golden plans -------------------------------------------------------------
@@ -692,9 +757,12 @@ def test_every_example_has_a_golden_plan_or_is_invalid():
 # ---- docs/planner.md stays true -----------------------------------------------------------------
 
 
-def test_docs_policy_examples_load_and_the_activation_coefficient_claim_holds(tmp_path, policies):
-    """docs/planner.md: its policy sets load, and with `activation_coefficient: 12` the frontier
-    MoE with selective recompute plans DualPipe at P = 16, M = 120, infeasible at c = 34."""
+def test_docs_policy_examples_load_and_the_memory_headroom_claim_holds(tmp_path, policies):
+    """docs/planner.md: its policy sets load, and with the first one (`memory_headroom: 0.10`,
+    71.2 GiB usable of 79.1) the frontier MoE plans DualPipe at P = 32, M = 240, because the
+    P = 16 layout's worst rank (72.6 GiB) fits the shipped 75.1 GiB but not 71.2. Its
+    `memory_uncertainty` bands layer too: they move the low and high bounds, not the plan's
+    central estimate."""
     text = (REPO / "docs" / "planner.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
     assert len(blocks) == 2
@@ -704,12 +772,21 @@ def test_docs_policy_examples_load_and_the_activation_coefficient_claim_holds(tm
         path.write_text(block, encoding="utf-8")
         paths.append(str(path))
         load_policies([str(path)])  # raises PolicyError on any problem
-    assert "activation_coefficient: 12" in blocks[0]
-    doc = merged(example("frontier-moe"), {"training": {"activation_recompute": "selective"}})
-    manifest = write(tmp_path, doc)
-    assert plan_of(manifest, policies).status == "infeasible"
-    plan = plan_of(manifest, load_policies([paths[0]]))
-    assert (plan.schedule, plan.pipeline, plan.microbatches) == ("dualpipe", 16, 120)
+    assert "memory_headroom: 0.10" in blocks[0] and "memory_uncertainty:" in blocks[0]
+    manifest = EXAMPLES / "frontier-moe.yaml"
+    shipped = plan_of(manifest, policies)
+    assert (shipped.schedule, shipped.pipeline, shipped.microbatches) == ("dualpipe", 16, 120)
+    assert shipped.memory.worst.total / GIB == pytest.approx(72.59, abs=0.01)
+    layered = load_policies([paths[0]])
+    plan = plan_of(manifest, layered)
+    assert (plan.schedule, plan.pipeline, plan.microbatches) == ("dualpipe", 32, 240)
+    assert plan.memory_limit_gb == pytest.approx(79.1 * 0.90)
+    # The manifest's own proposal (P = 16) is now over the central estimate, not the low bound.
+    assert plan.outcome.facts["proposal.memory_verdict"] == "likely-oom"
+    w = plan.memory.worst
+    states, overhead = w.weights + w.gradients + w.optimizer + w.replica, 1.5 * GIB
+    assert w.low == pytest.approx(states * 0.98 + w.activations * 0.85 + w.other - overhead / 2)
+    assert w.high == pytest.approx(states * 1.03 + w.activations * 1.25 + w.other + overhead)
 
 
 def test_docs_list_every_template_variable(policies):

@@ -115,7 +115,8 @@ def test_json_report_of_all_examples_matches_the_schema(
     report = report_json(capsys, *EXAMPLES)
     assert errors(REPORT_VALIDATOR, report) == []
     assert [f["path"] for f in report["files"]] == EXAMPLES
-    assert report["summary"] == {"errors": 7, "failed": 1, "files": 5, "warnings": 4}
+    # large-dense (Llama 3 405B at P = 16, M = 16) draws ADV004: likely, not certainly, OOM.
+    assert report["summary"] == {"errors": 7, "failed": 1, "files": 5, "warnings": 5}
     assert {p["name"] for p in report["policies"]} == {"dpguard-core", "dpguard-planner"}
 
 
@@ -249,7 +250,7 @@ def test_junit_one_suite_per_manifest_one_case_per_rule(
     root = junit(capsys, *EXAMPLES)
     assert root.tag == "testsuites"
     assert (root.attrib["tests"], root.attrib["failures"], root.attrib["errors"]) == (
-        "15",
+        "16",
         "7",
         "0",
     )
@@ -270,7 +271,7 @@ def test_junit_one_suite_per_manifest_one_case_per_rule(
     }
     assert moe["ADV001"].find("failure") is None  # a warning does not block with --fail-on error
     assert moe["ADV001"].findtext("system-out") == (
-        "examples/frontier-moe.yaml:41:1: warning ADV001 M/P = 120/16 = 7.50 is outside 8..16"
+        "examples/frontier-moe.yaml:50:1: warning ADV001 M/P = 120/16 = 7.50 is outside 8..16"
     )
     assert list(moe["schema"]) == []
     mistakes = suites["examples/mistakes.yaml"]
@@ -319,18 +320,18 @@ def test_github_annotations_for_the_examples(capsys: pytest.CaptureFixture[str])
     assert code == 1
     lines = out.splitlines()
     commands = [line for line in lines if line.startswith("::")]
-    # 7 errors + 4 warnings, then one decision notice per valid manifest (4).
-    assert len(commands) == 15
-    assert [c.split(" ")[0] for c in commands[11:]] == ["::notice"] * 4
+    # 7 errors + 5 warnings, then one decision notice per valid manifest (4).
+    assert len(commands) == 16
+    assert [c.split(" ")[0] for c in commands[12:]] == ["::notice"] * 4
     assert commands[0] == (
-        "::warning file=examples/frontier-moe.yaml,line=23,col=3,title=ADV002::61 layers over 16 "
+        "::warning file=examples/frontier-moe.yaml,line=25,col=3,title=ADV002::61 layers over 16 "
         "pipeline stages is 3.81 per stage: stages will be unbalanced"
     )
-    assert commands[4] == (
+    assert commands[5] == (
         "::error file=examples/mistakes.yaml,line=7,col=3,title=X001::1000 GPUs is not divisible "
         "by tensor x pipeline x context = 3 x 8 x 1 = 24"
     )
-    assert lines[-1] == "5 manifests checked: 4 passed, 1 failed (7 errors, 4 warnings)"
+    assert lines[-1] == "5 manifests checked: 4 passed, 1 failed (7 errors, 5 warnings)"
 
 
 def test_github_a_path_cannot_inject_a_command(
@@ -340,10 +341,10 @@ def test_github_a_path_cannot_inject_a_command(
     monkeypatch.chdir(tmp_path)
     _, out, _ = review(capsys, "--format", "github", "::stop-commands::x.yaml")
     lines = out.splitlines()
-    assert lines[0].startswith("::warning file=%3A%3Astop-commands%3A%3Ax.yaml,line=23,col=3,")
+    assert lines[0].startswith("::warning file=%3A%3Astop-commands%3A%3Ax.yaml,line=25,col=3,")
     # The decision is a notice whose file property is escaped like every other annotation.
     assert lines[2].startswith(
-        "::notice file=%3A%3Astop-commands%3A%3Ax.yaml,line=20,col=3,title=DT001::"
+        "::notice file=%3A%3Astop-commands%3A%3Ax.yaml,line=22,col=3,title=DT001::"
         "decision: dualpipe"
     )
     commands = [line.split(" ")[0] for line in lines if line.startswith("::")]
@@ -369,7 +370,7 @@ def test_markdown_comment(capsys: pytest.CaptureFixture[str]) -> None:
         "<!-- dpguard-review -->",
         "## dpguard review",
         "",
-        "**5 manifests checked: 4 passed, 1 failed (7 errors, 4 warnings)**",
+        "**5 manifests checked: 4 passed, 1 failed (7 errors, 5 warnings)**",
     ]
     headings = [line for line in lines if line.startswith("### ")]
     assert headings == [
@@ -457,20 +458,20 @@ def test_waived_finding_in_every_format(waived: Path, capsys: pytest.CaptureFixt
     found = cases(root.findall("testsuite")[0])
     assert found["ADV001"].find("failure") is None
     assert found["ADV001"].findtext("system-out") == (
-        "runs/moe.yaml:41:1: warning ADV001 M/P = 120/16 = 7.50 is outside 8..16 (waived)"
+        "runs/moe.yaml:50:1: warning ADV001 M/P = 120/16 = 7.50 is outside 8..16 (waived)"
     )
     assert found["ADV002"].find("failure") is not None
 
     _, out, _ = review(capsys, "--format", "github", *argv)
     assert out.splitlines()[:2] == [
-        "::warning file=runs/moe.yaml,line=23,col=3,title=ADV002::61 layers over 16 pipeline "
+        "::warning file=runs/moe.yaml,line=25,col=3,title=ADV002::61 layers over 16 pipeline "
         "stages is 3.81 per stage: stages will be unbalanced",
-        "::notice file=runs/moe.yaml,line=41,col=1,title=ADV001::M/P = 120/16 = 7.50 is outside "
+        "::notice file=runs/moe.yaml,line=50,col=1,title=ADV001::M/P = 120/16 = 7.50 is outside "
         "8..16 (waived)",
     ]
 
     _, out, _ = review(capsys, "--format", "markdown", *argv)
-    assert "| warning (waived) | ADV001 | 41:1 | M/P = 120/16 = 7.50 is outside 8..16 |" in out
+    assert "| warning (waived) | ADV001 | 50:1 | M/P = 120/16 = 7.50 is outside 8..16 |" in out
     assert "### `runs/moe.yaml`: failed" in out
 
 
@@ -483,10 +484,10 @@ class Terminal(io.StringIO):
 
 
 COLOURED = (
-    "examples/frontier-moe.yaml:41:1: \x1b[33mwarning\x1b[0m \x1b[1mADV001\x1b[0m "
+    "examples/frontier-moe.yaml:50:1: \x1b[33mwarning\x1b[0m \x1b[1mADV001\x1b[0m "
     "M/P = 120/16 = 7.50 is outside 8..16"
 )
-PLAIN = "examples/frontier-moe.yaml:41:1: warning ADV001 M/P = 120/16 = 7.50 is outside 8..16"
+PLAIN = "examples/frontier-moe.yaml:50:1: warning ADV001 M/P = 120/16 = 7.50 is outside 8..16"
 
 
 def text_on(stdout: io.StringIO, monkeypatch: pytest.MonkeyPatch, *argv: str) -> str:

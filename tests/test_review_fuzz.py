@@ -1,6 +1,7 @@
 """Property: whatever numbers a manifest holds, review judges it (exit 0 or 1) and never fails
-with an internal error. Mutates the examples' numeric fields (the architecture's too) and schedule, through the whole
-pipeline: loader, schema, cross-field checks, policies with their sized facts, and the planner.
+with an internal error. Mutates the examples' numeric fields (the architecture's too) and
+schedule, through the whole pipeline: loader, schema, cross-field checks, policies with their
+sized facts, and the planner.
 (A random search like this found two planner crashes: a proposal's expert-parallel size that
 does not divide the ranks at a deeper pipeline, and tensor sizes larger than a tiny cluster.)"""
 

@@ -50,6 +50,13 @@ def _candidate(
     }
 
 
+def _memory_bytes(rank: Any) -> dict[str, int]:
+    parts = ("weights", "gradients", "optimizer", "activations", "other", "total", "low", "high")
+    out = {name: round(getattr(rank, name)) for name in parts}
+    out["replication_extra"] = round(rank.replica)
+    return out
+
+
 def _tokens(n: int) -> str:
     for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6)):
         if n >= scale:
@@ -294,19 +301,8 @@ def plan_dict(plan: Plan, policies: Policies) -> dict[str, Any]:
             }
             for c in plan.candidates
         ],
-        "memory_bytes": None
-        if plan.memory is None
-        else {
-            "weights": (w := plan.memory.worst).weights,
-            "gradients": w.gradients,
-            "optimizer": w.optimizer,
-            "activations": w.activations,
-            "replication_extra": w.replica,
-            "other": w.other,
-            "total": w.total,
-            "low": w.low,
-            "high": w.high,
-        },
+        "memory_bytes": None if plan.memory is None else _memory_bytes(plan.memory.worst),
+        "training_changes": list(plan.training_changes),
         "memory_worst_rank": None if plan.memory is None else plan.memory.worst.gib(),
         "memory_limit_gib": plan.memory_limit_gb,
         "kernel": {

@@ -187,6 +187,14 @@ _SPECS = (
         anchor="parallelism.pipeline",
     ),
     _f(
+        "proposal.memory_schedule",
+        "str",
+        "the schedule the memory facts were sized with: the judged one, or 1f1b when it cannot "
+        "run at the proposal's P and M",
+        PLAN_SCHEDULES,
+        anchor="parallelism.schedule",
+    ),
+    _f(
         "proposal.memory_low_gb",
         "number",
         "low bound of the worst stage's GiB per GPU (the calibration's error band)",
@@ -380,6 +388,7 @@ def sized_facts(
         "proposal.schedule",
         "proposal.stage_memory_gb",
         "proposal.stage_fits",
+        "proposal.memory_schedule",
         "proposal.memory_low_gb",
         "proposal.memory_high_gb",
         "proposal.memory_verdict",
@@ -407,8 +416,15 @@ def sized_facts(
             name, p.tensor, p.pipeline, p.expert, p.context, p.virtual_stages, micro
         )
 
+    sized_as = schedule
     estimate = sizing.stage_memory(manifest, strategy(schedule), settings)
+    if estimate is None:
+        # The judged schedule cannot run at this P and M (its hard rejects say so); the memory
+        # verdict still matters for whatever schedule the team fixes that with: size it as 1F1B.
+        sized_as = "1f1b"
+        estimate = sizing.stage_memory(manifest, strategy(sized_as), settings)
     if estimate is not None:
+        facts["proposal.memory_schedule"] = sized_as
         worst = estimate.worst
         verdict = sizing.verdict(manifest, estimate, settings)
         facts["proposal.stage_memory_gb"] = worst.total / sizing.GIB
@@ -418,7 +434,7 @@ def sized_facts(
         facts["proposal.stage_fits"] = verdict == "fits"
         facts["proposal.replication_gb"] = worst.replica / sizing.GIB
         if verdict != "fits":
-            priced = sizing.remedies(manifest, strategy(schedule), settings)
+            priced = sizing.remedies(manifest, strategy(sized_as), settings)
             facts["proposal.memory_remedies"] = (
                 "; ".join(f"{change} -> {gib:.1f} GiB" for change, gib in priced) or None
             )
