@@ -390,23 +390,17 @@ def _expert_width(arch: Architecture) -> float:
 
 
 def layer_activation_bytes(
-    arch: Architecture,
-    moe_layer: bool,
-    parallel: ParallelDegrees,
-    training: TrainingSetup,
-    recompute: Recompute | None = None,
+    arch: Architecture, moe_layer: bool, parallel: ParallelDegrees, training: TrainingSetup
 ) -> float:
-    """Bytes one layer stores for one micro-batch on one GPU."""
+    """Bytes one layer stores for one micro-batch on one GPU (its s/CP tokens; the score
+    terms, without FlashAttention, run over all s keys)."""
     tokens = arch.seq_len / parallel.context * training.micro_batch_size
     t = parallel.tensor
     seq_div = t if parallel.sp else 1
-    if (recompute or training.activation_recompute) == "full":
+    if training.activation_recompute == "full":
         return tokens * 2.0 * arch.hidden_size / seq_div  # the checkpointed layer input
     b = layer_token_bytes(arch, moe_layer, training)
-    keys = arch.seq_len / parallel.context  # FlashAttention-less scores: s/cp queries x s keys
-    return tokens * (
-        b.seq / seq_div + b.tp / t + b.expert / seq_div + b.scores * keys * parallel.context / t
-    )
+    return tokens * ((b.seq + b.expert) / seq_div + (b.tp + b.scores * arch.seq_len) / t)
 
 
 # ---- Per-rank memory --------------------------------------------------------------------------
@@ -567,71 +561,58 @@ def estimate(
     mtp_act = arch.mtp_layers * act[arch.moe]
 
     def states(stage: int) -> tuple[float, float, float, float]:
+        """(weights, gradients, optimizer) bytes and parameters of one stage on one GPU."""
         dense, expert = _stage_params(
             arch, layout, stages[stage], stage == 0, stage == last_stage, pipeline.ranks
         )
         dense /= parallel.tensor
         expert /= parallel.expert * parallel.etp
-        w = dense * per_dense.weights + expert * per_expert.weights
-        g = dense * per_dense.gradients + expert * per_expert.gradients
-        o = dense * per_dense.optimizer + expert * per_expert.optimizer
-        return w, g, o, dense + expert
+        return (
+            dense * per_dense.weights + expert * per_expert.weights,
+            dense * per_dense.gradients + expert * per_expert.gradients,
+            dense * per_dense.optimizer + expert * per_expert.optimizer,
+            dense + expert,
+        )
 
-    ranks: list[RankMemory] = []
+    stage_states = [states(stage) for stage in range(pipeline.stages)]
+    layer_act = [act[arch.is_moe_layer(i)] for i in range(arch.layers)]
+    gather = 0.0
+    if sharding.zero_stage >= 3:
+        # FSDP all-gathers one layer's weights and prefetches the next (bf16, / TP).
+        gather = 2 * 2.0 * max(layout.dense_layer.dense, layout.moe_layer.dense) / parallel.tensor
     s_lo, s_hi = uncertainty.states
     a_lo, a_hi = uncertainty.activations
     overhead = uncertainty.overhead_gib * GIB
+    ranks: list[RankMemory] = []
     for r in range(pipeline.ranks):
         own = [s for s in range(pipeline.stages) if pipeline.stage_ranks[s] == r]
-        w = g = o = params = 0.0
-        for s in own:
-            sw, sg, so, sp = states(s)
-            w, g, o, params = w + sw, g + sg, o + so, params + sp
+        w, g, o, params = (sum(stage_states[s][k] for s in own) for k in range(4))
         replica = 0.0
         held = list(own)
-        if pipeline.mirror:
-            mirror = pipeline.stages - 1 - r
-            mw, mg, mo, mp = states(mirror)
+        if pipeline.mirror:  # DualPipe: rank r also runs stage P-1-r of the other direction
+            mw, mg, mo, mp = stage_states[pipeline.stages - 1 - r]
             replica, params = mw + mg + mo, params + mp
-            held.append(mirror)
+            held.append(pipeline.stages - 1 - r)
         layer_ids = [i for s in held for i in stages[s]]
-        n_layers = len(layer_ids)
-        per_layer = (
-            sum(act[arch.is_moe_layer(i)] for i in layer_ids) / n_layers if n_layers else 0.0
-        )
         units = pipeline.inflight[r]
         if training.activation_offload:
             # Kimi K2 §2.4.3: the micro-batch being computed and the one being prefetched stay
             # on the GPU; the other in-flight activations wait in host memory.
             units = min(units, 2)
-        unit_layers = n_layers / len(held) if held else 0.0
-        activations = units * unit_layers * per_layer + (working if n_layers else 0.0)
-        other = overhead
+        # Each in-flight unit is one micro-batch through one of the rank's stages: the rank's
+        # layers per stage, at the rank's average bytes per layer.
+        activations = units * sum(layer_act[i] for i in layer_ids) / len(held)
+        activations += working if layer_ids else 0.0
+        other = overhead + gather
         if last_stage in held:
             other += logits
             activations += mtp_act  # MTP layers: one micro-batch on the last stage
-        if training.zero_stage >= 3:
-            # FSDP all-gathers one layer's weights and prefetches the next (bf16, / TP).
-            biggest = max(layout.dense_layer.dense, layout.moe_layer.dense)
-            other += 2 * 2.0 * biggest / parallel.tensor
         state_total = w + g + o + replica
         low = state_total * (1 - s_lo) + activations * (1 - a_lo) + other - overhead / 2
         high = state_total * (1 + s_hi) + activations * (1 + a_hi) + other + overhead
+        inflight, n = pipeline.inflight[r], len(layer_ids)
         ranks.append(
-            RankMemory(
-                r,
-                w,
-                g,
-                o,
-                replica,
-                activations,
-                other,
-                pipeline.inflight[r],
-                n_layers,
-                params,
-                low,
-                high,
-            )
+            RankMemory(r, w, g, o, replica, activations, other, inflight, n, params, low, high)
         )
     return MemoryEstimate(tuple(ranks), _assumptions(arch, parallel, training, pipeline))
 
