@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from dpguard.catalog import Catalog
+from dpguard.memory import MLA
 from dpguard.yamlsource import Path, Position, SourceDoc
 
 _SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
@@ -67,15 +68,6 @@ class Cluster:
     usable_gib: float  # what the framework can allocate (catalog), before the policy headroom
     peak_tflops_bf16: float
     interconnect: Interconnect
-
-
-@dataclass(frozen=True)
-class MLA:
-    q_lora_rank: int
-    kv_lora_rank: int
-    qk_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
 
 
 @dataclass(frozen=True)
@@ -174,7 +166,12 @@ class Manifest:
 
 
 def _plain(items: list[tuple[str, Any]]) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in items}
+    def plain(v: Any) -> Any:
+        if hasattr(v, "_asdict"):  # a NamedTuple such as the MLA ranks
+            return dict(v._asdict())
+        return list(v) if isinstance(v, tuple) else v
+
+    return {k: plain(v) for k, v in items}
 
 
 def _split(dotted: str) -> Path:

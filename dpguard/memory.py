@@ -26,8 +26,8 @@ Megatron-LM's `theoretical_memory_usage.py`):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Literal, NamedTuple
 
 Precision = Literal["bf16", "fp8", "fp16"]
 Recompute = Literal["none", "selective", "full"]
@@ -47,8 +47,7 @@ RECOMPUTE_MODULES = (
 DEFAULT_RECOMPUTE_MODULES = ("core_attn",)  # Megatron-core transformer_config.py L560-582
 
 
-@dataclass(frozen=True)
-class MLA:
+class MLA(NamedTuple):
     """Multi-head latent attention ranks (DeepSeek-V2/V3). q_lora_rank 0: no query compression."""
 
     q_lora_rank: int
@@ -122,8 +121,7 @@ class Architecture:
 # ---- Parameter counts -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LayerParams:
+class LayerParams(NamedTuple):
     """Parameters of one layer: split over TP (attention, dense MLP, shared experts, router and
     norms: the last two are replicated in Megatron, but too small to matter) and routed experts."""
 
@@ -179,8 +177,7 @@ def shape_total_params(arch: Architecture) -> tuple[float, float]:
     return total, active
 
 
-@dataclass(frozen=True)
-class ParamLayout:
+class ParamLayout(NamedTuple):
     """Per-layer parameters scaled to the declared totals, and the MTP block."""
 
     dense_layer: LayerParams
@@ -283,8 +280,7 @@ class TrainingSetup:
         return frozenset(self.recompute_modules)
 
 
-@dataclass(frozen=True)
-class StateBytes:
+class StateBytes(NamedTuple):
     weights: float
     gradients: float
     optimizer: float
@@ -313,8 +309,7 @@ def sharded_bytes(training: TrainingSetup, degree: float) -> StateBytes:
 # ---- Activations ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TokenBytes:
+class TokenBytes(NamedTuple):
     """Stored bytes per token of one layer: `seq` is sharded by SP (else replicated over TP),
     `tp` lives inside the tensor-parallel region (/ TP), `expert` counts the k routed copies
     (balanced over EP, split over TP like the sequence), `scores` the s x s attention terms
@@ -406,8 +401,7 @@ def layer_activation_bytes(
 # ---- Per-rank memory --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PipelineLayout:
+class PipelineLayout(NamedTuple):
     """How a schedule places stages: `stages` in total over `ranks` devices, `stage_ranks[s]`
     the rank of stage s; `mirror` (DualPipe) keeps a second copy of stage P-1-r on rank r.
     `inflight[r]`: peak in-flight (stage, micro-batch) activations of rank r."""
@@ -443,8 +437,7 @@ def stage_layers(layers: int, stages: int) -> list[range]:
     return [range(s * layers // stages, (s + 1) * layers // stages) for s in range(stages)]
 
 
-@dataclass(frozen=True)
-class Uncertainty:
+class Uncertainty(NamedTuple):
     """Relative error bands (low, high) of each part, measured on the calibration runs."""
 
     states: tuple[float, float] = (0.03, 0.05)
@@ -452,8 +445,10 @@ class Uncertainty:
     overhead_gib: float = 1.5  # CUDA context, NCCL and cuBLAS/TE workspaces (central)
 
 
-@dataclass(frozen=True)
-class RankMemory:
+DEFAULT_UNCERTAINTY = Uncertainty()
+
+
+class RankMemory(NamedTuple):
     """Bytes on one GPU of pipeline rank `rank`. `replica` is DualPipe's second parameter copy
     (weights + gradients + optimizer states of the mirrored stage)."""
 
@@ -469,11 +464,10 @@ class RankMemory:
     parameters: float  # parameters this GPU holds, both copies under DualPipe (before ZeRO-3)
     low: float
     high: float
-    total: float = field(init=False)
 
-    def __post_init__(self) -> None:
-        parts = (self.weights, self.gradients, self.optimizer, self.replica, self.activations)
-        object.__setattr__(self, "total", sum(parts) + self.other)
+    @property
+    def total(self) -> float:
+        return self.states + self.activations + self.other
 
     @property
     def states(self) -> float:
@@ -498,8 +492,7 @@ class RankMemory:
         return out
 
 
-@dataclass(frozen=True)
-class MemoryEstimate:
+class MemoryEstimate(NamedTuple):
     ranks: tuple[RankMemory, ...]
     assumptions: tuple[str, ...]
 
@@ -533,7 +526,7 @@ def estimate(
     parallel: ParallelDegrees,
     training: TrainingSetup,
     pipeline: PipelineLayout,
-    uncertainty: Uncertainty = Uncertainty(),
+    uncertainty: Uncertainty = DEFAULT_UNCERTAINTY,
 ) -> MemoryEstimate:
     """Memory of one GPU of every pipeline rank (see the module docstring)."""
     layout = layer_params(arch)
@@ -667,7 +660,7 @@ def fits_one_gpu(
     arch: Architecture,
     training: TrainingSetup,
     data_parallel: int,
-    uncertainty: Uncertainty = Uncertainty(),
+    uncertainty: Uncertainty = DEFAULT_UNCERTAINTY,
 ) -> RankMemory:
     """Pure data parallelism over `data_parallel` GPUs: the whole model's states (ZeRO shards
     over them) and one micro-batch of activations through every layer, on one GPU."""

@@ -9,7 +9,7 @@ settings (`policies/planner.yaml`), never from constants here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -45,7 +45,6 @@ def expert_tensor(tensor: int, expert: int, context: int, data: int) -> int:
 
 def architecture(manifest: Manifest) -> memory.Architecture:
     m = manifest.model
-    mla = None if m.mla is None else memory.MLA(**asdict(m.mla))
     return memory.Architecture(
         total_params=m.total_params,
         layers=m.layers,
@@ -57,7 +56,7 @@ def architecture(manifest: Manifest) -> memory.Architecture:
         ffn_hidden_size=m.ffn_hidden_size,
         swiglu=m.ffn_activation == "swiglu",
         kv_heads=m.kv_heads,
-        mla=mla if m.attention == "mla" else None,
+        mla=m.mla if m.attention == "mla" else None,
         experts=m.experts or 0,
         experts_per_token=m.experts_per_token or 0,
         moe_ffn_hidden_size=m.moe_ffn_hidden_size,

@@ -2181,11 +2181,13 @@ def test_manifest_is_immutable_and_plain_data() -> None:
 
 def test_counts_are_ints_in_the_manifest() -> None:
     m = manifest(FULL)
-    for record in (m.cluster, m.model, m.model.mla, m.training, m.parallelism):
+    for record in (m.cluster, m.model, m.training, m.parallelism):
         for f in dataclasses.fields(record):  # type: ignore[arg-type]
             value = getattr(record, f.name)
             if f.type in ("int", "int | None"):
                 assert value is None or type(value) is int, f.name
+    assert m.model.mla is not None
+    assert all(type(rank) is int for rank in m.model.mla), m.model.mla
 
 
 # --- every code is exercised ------------------------------------------------------------------
