@@ -4,17 +4,19 @@ for a problem inside a file, so one broken manifest never stops the others."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dpguard.catalog import Catalog, load_catalog
 from dpguard.findings import Finding, Severity
 from dpguard.manifest import Manifest, build_manifest
-from dpguard.planner.plan import Plan, make_plan
-from dpguard.policy.engine import Outcome, evaluate
-from dpguard.policy.facts import manifest_facts
-from dpguard.policy.model import Policies
 from dpguard.sizing import shape_warnings
 from dpguard.validate import validate
 from dpguard.yamlsource import YamlLoadError, load_file
+
+if TYPE_CHECKING:  # judging imports the engine and the planner: only when policies are given
+    from dpguard.planner.plan import Plan
+    from dpguard.policy.engine import Outcome
+    from dpguard.policy.model import Policies
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,10 @@ def check_file(
     )
     if policies is None:
         return FileResult(path, warnings, manifest)
+    from dpguard.planner.plan import make_plan
+    from dpguard.policy.engine import evaluate
+    from dpguard.policy.facts import manifest_facts
+
     outcome = evaluate(policies, manifest, manifest_facts(manifest))
     plan = make_plan(manifest, outcome, policies)
     return FileResult(path, tuple(sorted(warnings + outcome.findings)), manifest, outcome, plan)
