@@ -48,36 +48,48 @@ def _tool(name: str) -> str | None:
     return str(local) if local.exists() else shutil.which(name)
 
 
-def _run(argv: list[str]) -> tuple[float, int, int]:
-    """Wall seconds, exit code and peak RSS (KiB) of one child process."""
+def _run(argv: list[str]) -> tuple[float, int, int, float]:
+    """Wall seconds, exit code, peak RSS (KiB) and CPU seconds (user + system) of one child
+    process. CPU time is the steadier measure on a shared machine: it leaves out the time the
+    child waited for a core."""
     start = time.perf_counter()
     child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _pid, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - start
     child.returncode = os.waitstatus_to_exitcode(status)
-    return elapsed, child.returncode, int(usage.ru_maxrss)
+    return elapsed, child.returncode, int(usage.ru_maxrss), usage.ru_utime + usage.ru_stime
 
 
 def _alternate(a: list[str], b: list[str] | None, runs: int) -> dict[str, Any]:
     """Run a and b alternately `runs` times each (b may be missing): medians and pair ratios."""
     times_a: list[float] = []
     times_b: list[float] = []
+    cpu_a: list[float] = []
+    cpu_b: list[float] = []
     codes: set[int] = set()
     _run(a)  # warm the file cache for both, so neither pays for the first disk read
     if b:
         _run(b)
     for _ in range(runs):
-        seconds, code, _rss = _run(a)
+        seconds, code, _rss, cpu = _run(a)
         times_a.append(seconds)
+        cpu_a.append(cpu)
         codes.add(code)
         if b:
-            times_b.append(_run(b)[0])
+            seconds, _code, _rss, cpu = _run(b)
+            times_b.append(seconds)
+            cpu_b.append(cpu)
     out: dict[str, Any] = {"runs": runs, "dpguard_median_s": statistics.median(times_a)}
     out["dpguard_exit_codes"] = sorted(codes)
+    out["dpguard_median_cpu_s"] = statistics.median(cpu_a)
     if b:
         out["baseline_median_s"] = statistics.median(times_b)
         out["median_pair_ratio"] = statistics.median(
             x / y for x, y in zip(times_a, times_b, strict=True)
+        )
+        out["baseline_median_cpu_s"] = statistics.median(cpu_b)
+        out["median_pair_cpu_ratio"] = statistics.median(
+            x / y for x, y in zip(cpu_a, cpu_b, strict=True)
         )
     return out
 
@@ -181,7 +193,8 @@ def _print(r: dict[str, Any]) -> None:
             return "no baseline"
         return (
             f"check-jsonschema {section['baseline_median_s'] * 1e3:.0f} ms, "
-            f"ratio {section['median_pair_ratio']:.2f}"
+            f"ratio {section['median_pair_ratio']:.2f} (CPU time "
+            f"{section['median_pair_cpu_ratio']:.2f})"
         )
 
     s, b = r["single_file"], r["batch"]
