@@ -124,11 +124,31 @@ def _virtual(s: Strategy) -> int:
     return s.virtual_stages if s.schedule == "interleaved-1f1b" else 1
 
 
+def too_large(s: Strategy) -> str | None:
+    """Why `s` is beyond the simulator's size limit, or None: such a strategy gets no simulated
+    bubble (it is still sized, and judged on memory), never an abort of the whole call."""
+    from dpguard.schedules import SCHEDULES
+    from dpguard.schedules.api import MAX_ITEMS
+
+    if s.schedule == "none":
+        return None
+    stages = SCHEDULES[s.schedule].stages(s.pipeline, _virtual(s))
+    if stages * s.microbatches <= MAX_ITEMS:
+        return None
+    return (
+        f"{stages} stages x {s.microbatches} micro-batches is too large to simulate exactly "
+        f"(limit {MAX_ITEMS:,} stage-micro-batch pairs)"
+    )
+
+
 def simulation(s: Strategy, settings: Mapping[str, Any]) -> Any | None:
-    """The exact simulation of `s`, or None when the schedule's constraints reject it."""
+    """The exact simulation of `s`, or None when the schedule's constraints reject it or it is
+    too large to simulate."""
     from dpguard.schedules import check
 
     if s.schedule == "none" or check(s.schedule, s.pipeline, s.microbatches, _virtual(s)):
+        return None
+    if too_large(s):
         return None
     return _simulate(s.schedule, s.pipeline, s.microbatches, _virtual(s), op_times(settings))
 

@@ -176,3 +176,21 @@ def test_when_nothing_fits_the_notes_price_what_would(tmp_path, policies):
     note = result.plan.notes[-1]
     assert note.startswith("at the closest layout (P = ")
     assert "gpus: 128 -> " in note and "GiB usable" in note
+
+
+def test_a_batch_too_large_to_simulate_is_judged_not_aborted(tmp_path, capsys):
+    """A global batch written in tokens (4,194,304 sequences) gives 65,536 micro-batches at the
+    planned depth: beyond the simulator's limit. The file is still judged (memory from closed
+    forms, no simulated bubble), and the manifest beside it is reported too."""
+    doc = load("large-dense")
+    doc.pop("parallelism")
+    doc["training"]["global_batch_size"] = 4_194_304
+    big = write(tmp_path, doc, "big.yaml")
+    code = main(["review", str(big), str(EXAMPLES / "small-dense.yaml")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "bubble n/a" in out
+    assert "2 manifests checked: 2 passed" in out
+    code = main(["plan", str(big)])
+    out = capsys.readouterr().out
+    assert code == 0 and "too large to simulate exactly" in out

@@ -113,6 +113,8 @@ def _schedule_numbers(
     virtual = max(2, strategy.virtual_stages) if name == "interleaved-1f1b" else 1
     s = replace(strategy, schedule=name, virtual_stages=virtual)
     problems = tuple(check(name, s.pipeline, s.microbatches, virtual))
+    if not problems and (big := sizing.too_large(s)):
+        problems = (big,)
     result = None if problems else sizing.simulation(s, settings)
     if result is None:
         return ScheduleNumbers(name, None, None, None, problems or ("not simulated",), virtual)

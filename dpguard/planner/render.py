@@ -144,6 +144,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "usable_gib": f"{m.cluster.usable_gib:g}",
         "headroom_pct": f"{float(settings['memory_headroom']):.0%}",
         "tokens": _tokens(m.training.tokens),
+        "ideal_gpu_hours": plan.ideal_gpu_hours,
         "seq_len": m.model.seq_len,
         "global_batch": m.training.global_batch_size,
         "tensor": plan.tensor,
