@@ -38,7 +38,16 @@ RESERVED_NAMES = frozenset({"custom"})
 _REQUIRED_NUMBERS = ("memory_gb", "usable_gib", "peak_tflops_bf16")
 _OPTIONAL_NUMBERS = ("hbm_tbps", "scale_up_gbytes_per_s", "typical_inter_node_gbps_per_gpu")
 _REQUIRED_KEYS = frozenset(
-    {"id", "vendor", "family", "scale_up_domain", "sources", *_REQUIRED_NUMBERS, *_OPTIONAL_NUMBERS}
+    {
+        "id",
+        "vendor",
+        "family",
+        "scale_up_domain",
+        "fp8_training",
+        "sources",
+        *_REQUIRED_NUMBERS,
+        *_OPTIONAL_NUMBERS,
+    }
 )
 _ALLOWED_KEYS = _REQUIRED_KEYS | {"aliases", "notes"}
 _SEPARATORS = re.compile(r"[-_\s]+")
@@ -58,6 +67,7 @@ class Accelerator:
     scale_up_gbytes_per_s: float | None
     scale_up_domain: int
     typical_inter_node_gbps_per_gpu: float | None
+    fp8_training: bool  # FP8 GEMMs in training (Transformer Engine or the vendor's equivalent)
     aliases: tuple[str, ...]
     sources: tuple[str, ...]
     notes: str
@@ -142,6 +152,8 @@ def _parse_entry(entry: object, source: str, index: int) -> Accelerator:
     if not isinstance(domain, int) or isinstance(domain, bool) or domain < 1:
         raise _fail(source, where, f"scale_up_domain must be a positive integer, got {domain!r}")
 
+    if not isinstance(entry["fp8_training"], bool):
+        raise _fail(source, where, "fp8_training must be true or false")
     sources = _str_list(entry["sources"], source, where, "sources")
     if not sources:
         raise _fail(source, where, "sources must cite at least one source")
@@ -164,6 +176,7 @@ def _parse_entry(entry: object, source: str, index: int) -> Accelerator:
         scale_up_gbytes_per_s=opt("scale_up_gbytes_per_s"),
         scale_up_domain=domain,
         typical_inter_node_gbps_per_gpu=opt("typical_inter_node_gbps_per_gpu"),
+        fp8_training=entry["fp8_training"],
         aliases=aliases,
         sources=sources,
         notes=notes.strip(),

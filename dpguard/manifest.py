@@ -66,6 +66,7 @@ class Cluster:
     family: str  # ampere | hopper | ... | custom
     memory_gb: float
     usable_gib: float  # what the framework can allocate (catalog), before the policy headroom
+    fp8: bool | None  # FP8 training supported (catalog); None for a custom accelerator
     peak_tflops_bf16: float
     interconnect: Interconnect
 
@@ -217,6 +218,7 @@ def build_manifest(doc: SourceDoc, catalog: Catalog) -> Manifest:
         family=family,
         memory_gb=memory_gb,
         usable_gib=memory_gb * share,
+        fp8=acc.fp8_training if acc is not None else None,
         peak_tflops_bf16=peak,
         interconnect=Interconnect(
             inter_node_gbps_per_gpu=float(link["inter_node_gbps_per_gpu"]),

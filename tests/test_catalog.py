@@ -212,3 +212,16 @@ def test_validator_names_the_entry(tmp_path: Path) -> None:
 def test_validator_rejects_non_mapping_top_level() -> None:
     with pytest.raises(ConfigError, match="mapping at the top level"):
         parse_catalog([1, 2], "list.yaml")
+
+
+def test_fp8_training_is_hopper_and_later_and_the_other_vendors_fp8_parts() -> None:
+    """Transformer Engine needs compute capability 8.9 for FP8 (its support matrix): no A100.
+    MI300X/MI325X (CDNA3) and Gaudi 3 train in FP8 with their vendors' engines."""
+    catalog = load_catalog()
+    fp8 = {acc.id: acc.fp8_training for acc in catalog.accelerators}
+    assert fp8["A100-40GB"] is False and fp8["A100-80GB"] is False
+    assert all(fp8[i] for i in ("H100-SXM", "H800", "H200", "B200", "GB200"))
+    assert all(fp8[i] for i in ("MI300X", "MI325X", "Gaudi3"))
+    for acc in catalog.accelerators:
+        assert any(s.startswith("fp8_training: ") for s in acc.sources), acc.id
+        assert any(s.startswith("usable_gib: ") for s in acc.sources), acc.id

@@ -65,6 +65,12 @@ _SPECS = (
         "dense BF16 peak per accelerator",
         anchor="cluster.accelerator",
     ),
+    _f(
+        "cluster.fp8",
+        "bool",
+        "the accelerator trains with FP8 GEMMs (catalog; unset for custom)",
+        anchor="cluster.accelerator",
+    ),
     _f("cluster.interconnect.inter_node_gbps_per_gpu", "number", "scale-out Gbit/s per GPU"),
     _f(
         "cluster.interconnect.intra_node",
