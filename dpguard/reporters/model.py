@@ -140,6 +140,12 @@ def decision_text(result: FileResult, with_rule: bool = True) -> str | None:
             if named
             else "schedule left to dpguard"
         )
+        if facts.get("proposal.stage_memory_gb") is not None:
+            line += (
+                f", memory {facts['proposal.stage_memory_gb']:.1f} GiB per GPU (band "
+                f"{facts['proposal.memory_low_gb']:.1f}-{facts['proposal.memory_high_gb']:.1f}) "
+                f"of {facts['policy.usable_memory_gb']:.1f} usable"
+            )
     return line
 
 
