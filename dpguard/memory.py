@@ -35,15 +35,6 @@ Recompute = Literal["none", "selective", "full"]
 GIB = 2**30
 # FP8 storage: 1 byte plus one FP32 scale per 1 x 128 tile (DeepSeek-V3 §3.3.2, Kimi K2 §2.4.3).
 FP8_BYTES = 1.0 + 4.0 / 128
-RECOMPUTE_MODULES = (
-    "core_attn",
-    "layernorm",
-    "mla_up_proj",
-    "mlp",
-    "moe",
-    "moe_act",
-    "shared_experts",
-)
 DEFAULT_RECOMPUTE_MODULES = ("core_attn",)  # Megatron-core transformer_config.py L560-582
 
 

@@ -168,6 +168,12 @@ def pipeline_layout(s: Strategy) -> memory.PipelineLayout | None:
     return memory.pipeline_layout(s.schedule, s.pipeline, _virtual(s), counts)
 
 
+def tensor_divides(manifest: Manifest, tensor: int) -> bool:
+    """Megatron: attention heads and key-value groups both divide by TP (X010, X022)."""
+    m = manifest.model
+    return m.attention_heads % tensor == 0 and (m.attention == "mla" or m.kv_heads % tensor == 0)
+
+
 def parallel_degrees(manifest: Manifest, s: Strategy) -> memory.ParallelDegrees:
     dp = data_parallel(manifest, s)
     return memory.ParallelDegrees(
@@ -228,8 +234,7 @@ def remedies(
     if t.activation_recompute != "full":
         trials.append(("activation_recompute: full", manifest, s, {"activation_recompute": "full"}))
     tp = 2 * s.tensor
-    heads_divide = m.attention_heads % tp == 0 and (m.attention == "mla" or m.kv_heads % tp == 0)
-    if tp <= c.gpus_per_node and heads_divide:
+    if tp <= c.gpus_per_node and tensor_divides(manifest, tp):
         trials.append((f"tensor: {tp}", manifest, replace(s, tensor=tp), {}))
     if s.schedule != "none" and 2 * s.pipeline <= m.layers:
         trials.append(

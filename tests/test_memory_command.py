@@ -194,3 +194,18 @@ def test_a_batch_too_large_to_simulate_is_judged_not_aborted(tmp_path, capsys):
     code = main(["plan", str(big)])
     out = capsys.readouterr().out
     assert code == 0 and "too large to simulate exactly" in out
+
+
+def test_full_recompute_lever_drops_the_recompute_modules(tmp_path, policies):
+    """Llama 3 405B at TP 8 with micro-batch 2 fits at no depth with selective recompute; the
+    plan switches to full recompute and says the modules list goes (X020 would reject it)."""
+    doc = load("large-dense")
+    doc["parallelism"] = {"tensor": 8, "pipeline": 16, "untie_embeddings": True}
+    doc["training"].update(
+        micro_batch_size=2, global_batch_size=4096, recompute_modules=["core_attn"]
+    )
+    plan = check_file(str(write(tmp_path, doc)), None, policies).plan
+    assert plan.status == "planned"
+    assert plan.training_changes == ("activation_recompute: full", "recompute_modules removed")
+    assert plan.manifest.training.activation_recompute == "full"
+    assert not [f for f in plan.plan_findings if f.code == "HR009"]

@@ -210,13 +210,7 @@ def _search_layout(
         # No pipeline (refused, or the model fits one GPU): data + tensor parallel, so a larger
         # tensor size than the proposal's is the way to fit.
         tensors += [t for t in candidates if t > p.tensor]
-    m = manifest.model
-    # Megatron: attention heads and key-value groups both divide by TP (X010, X022).
-    tensors = [
-        t
-        for t in tensors
-        if m.attention_heads % t == 0 and (m.attention == "mla" or m.kv_heads % t == 0)
-    ]
+    tensors = [t for t in tensors if sizing.tensor_divides(manifest, t)]
     context = p.context if p is not None else 1
     virtual = p.virtual_stages if p is not None else 1
     notes: list[str] = []
@@ -316,10 +310,16 @@ def search(
     changes: dict[str, Any] = {}
     for lever in levers(manifest):
         changes.update(lever)
+        if changes.get("activation_recompute") == "full":
+            changes.pop("recompute_modules", None)  # X020: modules only with selective
         switched = replace(manifest, training=replace(manifest.training, **changes))
         found = _search_layout(switched, schedules, settings, pipeline_needed, closest)
         if found.candidate is not None:
             said = _describe(changes)
+            if "recompute_modules" in manifest.source.data.get("training", {}) and (
+                changes.get("activation_recompute") == "full"
+            ):
+                said = (*said, "recompute_modules removed")
             note = "nothing fits as written; the plan switches " + ", ".join(said)
             return SearchResult(found.candidate, (*found.notes, note), said, tuple(changes.items()))
     if closest:
