@@ -187,6 +187,8 @@ def _preferred(fitting: list[Candidate], settings: Mapping[str, Any]) -> Candida
     smaller T. (M/P = global batch x T x C / (micro-batch x GPUs) grows with T; the bubble
     model has no tensor-parallel communication, so bubble alone would always pick the
     largest T.)"""
+    if len(fitting) == 1:
+        return fitting[0]
     target = settings["planner"]["microbatches_per_rank"]
     for c in fitting:
         if target["min"] <= c.strategy.microbatches / c.strategy.pipeline <= target["max"]:
