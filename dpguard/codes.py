@@ -52,4 +52,6 @@ CODES: dict[str, str] = {
     "X023": "MLA compression rank not smaller than the hidden size",
     "X024": "dense_layers leaves no MoE layer",
     "X025": "the shape implies a parameter count far from the declared one (warning)",
+    "X026": "global batch looks like a token count: far above any published batch (warning)",
+    "X027": "global batch is prime: it cannot be split over data parallelism (warning)",
 }

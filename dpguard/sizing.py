@@ -8,6 +8,7 @@ settings (`policies/planner.yaml`), never from constants here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -312,6 +313,46 @@ def shape_warnings(manifest: Manifest) -> tuple[tuple[str, str], ...]:
                     f"{_short(written)}: check both ({shapers} shape the count)",
                 )
             )
+    return tuple(out)
+
+
+# Kimi K2's 67M tokens per step (arXiv 2507.20534 §3.1) is the largest published batch we know
+# (DeepSeek-V3: 15,360 x 4,096 = 63M); a batch over this many tokens was most likely written in
+# tokens, not sequences.
+TOKEN_BATCH_LIMIT = 10**9
+LARGEST_PUBLISHED_BATCH = "67M tokens, Kimi K2"
+
+
+def batch_warnings(manifest: Manifest) -> tuple[tuple[str, str, str], ...]:
+    """(code, dotted path, message) for global batches that cannot be meant: X026 when the
+    batch times the sequence length is far above any published run (a token count written as
+    sequences), X027 when it is prime (data parallelism can only be 1 or the whole batch)."""
+    gbs, seq = manifest.training.global_batch_size, manifest.model.seq_len
+    out = []
+    tokens = gbs * seq
+    if tokens > TOKEN_BATCH_LIMIT:
+        meant = f"{gbs // seq:,} sequences" if gbs >= seq else "far fewer sequences"
+        out.append(
+            (
+                "X026",
+                "training.global_batch_size",
+                f"global_batch_size {gbs:,} x seq_len {seq:,} = {_short(tokens)} tokens per "
+                f"step, more than {_short(TOKEN_BATCH_LIMIT)} (the largest published batch is "
+                f"{LARGEST_PUBLISHED_BATCH}); global_batch_size counts sequences: if "
+                f"{gbs:,} is tokens, that is {meant}",
+            )
+        )
+    if gbs > 3 and all(gbs % d for d in range(2, math.isqrt(gbs) + 1)):
+        nice = max(8, round(gbs / 8) * 8)
+        out.append(
+            (
+                "X027",
+                "training.global_batch_size",
+                f"global_batch_size {gbs:,} is prime: it divides over data parallelism only "
+                f"as 1 or {gbs:,} replicas (one sequence each, so a pipeline gets a single "
+                f"micro-batch); a batch such as {nice:,} splits",
+            )
+        )
     return tuple(out)
 
 

@@ -1711,6 +1711,46 @@ def test_a_7b_shape_declared_as_70b_warns_at_total_params(tmp_path: Path) -> Non
     assert result.manifest.model.total_params == 70 * 10**9  # declared, not replaced
 
 
+# X026/X027: global batches that cannot be meant (warnings on the built manifest), at seq 4,096.
+# X026 above 1B tokens per step: 244,140 x 4,096 = 999,997,440 is under, 244,142 x 4,096 over.
+BATCH: list[tuple[str, int, list[str]]] = [
+    ("X026", 4_194_304, ["X026"]),
+    ("X026-just-over", 244_142, ["X026"]),
+    ("X026-ok-just-under", 244_140, []),
+    ("X027", 2039, ["X027"]),
+    ("X027-ok-composite", 2040, []),
+    ("X027-ok-tiny", 3, []),
+]
+
+
+def _batch_findings(tmp_path: Path, batch: int) -> list[tuple[str, str]]:
+    text = edit(edit(LLAMA2_7B, "training.global_batch_size", str(batch)), "parallelism", None)
+    path = tmp_path / "m.yaml"
+    path.write_text(text, encoding="utf-8")
+    result = check_file(str(path))
+    assert result.manifest is not None and result.count(Severity.ERROR) == 0  # warnings only
+    line, col = locate(text, "training.global_batch_size")
+    assert all((f.line, f.col) == (line, col) for f in result.findings)
+    return [(f.code, f.message) for f in result.findings]
+
+
+@pytest.mark.parametrize(("case", "batch", "codes_found"), BATCH, ids=[b[0] for b in BATCH])
+def test_batch_sanity(tmp_path: Path, case: str, batch: int, codes_found: list[str]) -> None:
+    assert [code for code, _ in _batch_findings(tmp_path, batch)] == codes_found
+
+
+def test_batch_sanity_messages_say_what_was_probably_meant(tmp_path: Path) -> None:
+    """4,194,304 'sequences' of 4,096 tokens were most likely 4,194,304 tokens = 1,024
+    sequences (the largest published batch is Kimi K2's 67M tokens); a prime batch names a
+    nearby batch that splits."""
+    ((_, tokens),) = _batch_findings(tmp_path, 4_194_304)
+    assert "4,194,304 x seq_len 4,096 = 17.2B tokens per step" in tokens
+    assert "if 4,194,304 is tokens, that is 1,024 sequences" in tokens
+    ((_, prime),) = _batch_findings(tmp_path, 2039)
+    assert prime.startswith("global_batch_size 2,039 is prime: it divides over data")
+    assert "a batch such as 2,040 splits" in prime
+
+
 def test_shape_warning_is_kept_among_the_policy_findings(tmp_path: Path) -> None:
     from dpguard.policy.load import load_policies
 
@@ -1729,10 +1769,12 @@ def test_every_cross_field_check_fires_and_has_a_boundary() -> None:
     # manifest (check_file).
     fired = {f[0] for _id, _base, _edits, expected in CROSS for f in expected}
     fired |= {f[0] for _id, _text, expected in SHAPE for f in expected}
+    fired |= {code for _id, _batch, expected in BATCH for code in expected}
     x_codes = {c for c in codes.CODES if c.startswith("X")}
     assert fired == x_codes
     quiet = {case.split("-")[0] for case, _b, _e, expected in CROSS if not expected}
     quiet |= {case.split("-")[0] for case, _text, expected in SHAPE if not expected}
+    quiet |= {case.split("-")[0] for case, _batch, expected in BATCH if not expected}
     assert quiet == x_codes
 
 
