@@ -56,10 +56,22 @@ def check_file(
     )
     if policies is None:
         return FileResult(path, warnings, manifest)
+    outcome, plan = judge(manifest, policies)
+    return FileResult(path, tuple(sorted(warnings + outcome.findings)), manifest, outcome, plan)
+
+
+def judge(manifest: Manifest, policies: Policies) -> tuple[Outcome, Plan]:
+    """The policies' verdict and the plan: the rules, the planner, then the rules that read
+    what the planner found (ADV005: no feasible plan)."""
     from dpguard.planner.plan import make_plan
-    from dpguard.policy.engine import evaluate
+    from dpguard.policy.engine import evaluate, judge_planned
     from dpguard.policy.facts import manifest_facts
 
     outcome = evaluate(policies, manifest, manifest_facts(manifest))
     plan = make_plan(manifest, outcome, policies)
-    return FileResult(path, tuple(sorted(warnings + outcome.findings)), manifest, outcome, plan)
+    feasible = plan.status != "infeasible"
+    planned = {
+        "plan.feasible": feasible,
+        "plan.infeasible_reason": None if feasible else "; ".join(plan.notes),
+    }
+    return judge_planned(policies, manifest, outcome, planned), plan

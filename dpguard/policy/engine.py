@@ -9,6 +9,8 @@ Order, documented in docs/policies.md:
    refusal applies (a cycle is a policy error); each redirect the manifest did not already cause
    is reported as information.
 3. Rejects and advisories, with ``decision.*`` and ``plan.*`` facts available.
+4. After the planner has run (`judge_planned`): the rejects and advisories that read what it
+   found (``plan.feasible``, ``plan.infeasible_reason``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 from dpguard.errors import ConfigError
 from dpguard.findings import Finding, Severity
 from dpguard.manifest import Manifest
-from dpguard.policy.facts import FACTS, sized_facts
+from dpguard.policy.conditions import leaves
+from dpguard.policy.facts import FACTS, PLANNED, sized_facts
 from dpguard.policy.model import KIND_SEVERITY, Policies, Rule
 from dpguard.policy.templates import render_message
 
@@ -113,9 +116,33 @@ def evaluate(policies: Policies, manifest: Manifest, base_facts: Mapping[str, An
         or (schedule == decision.recommend and proposed in decision.acceptable)
     )
     facts.update(sized_facts(manifest, policies.settings, schedule, policies.uses))
-    for rule in policies.rules:
-        if rule.kind in ("reject", "advise") and rule.when.holds(facts):
-            findings.append(
-                _finding(rule, manifest, facts, rule.severity or KIND_SEVERITY[rule.kind])
-            )
+    findings += _judged(policies, manifest, facts, planned=False)
     return Outcome(decision, schedule, tuple(redirects), tuple(sorted(findings)), facts)
+
+
+def _reads_plan(rule: Rule) -> bool:
+    return any(leaf.fact in PLANNED for leaf in leaves(rule.when))
+
+
+def _judged(
+    policies: Policies, manifest: Manifest, facts: Mapping[str, Any], planned: bool
+) -> list[Finding]:
+    """Findings of the rejects and advisories that hold: those that read the planner's facts
+    when `planned`, the others when not."""
+    return [
+        _finding(rule, manifest, facts, rule.severity or KIND_SEVERITY[rule.kind])
+        for rule in policies.rules
+        if rule.kind in ("reject", "advise")
+        and _reads_plan(rule) is planned
+        and rule.when.holds(facts)
+    ]
+
+
+def judge_planned(
+    policies: Policies, manifest: Manifest, outcome: Outcome, plan_facts: Mapping[str, Any]
+) -> Outcome:
+    """`outcome` with the planner's facts added and the rules that read them judged."""
+    facts = {**outcome.facts, **plan_facts}
+    found = _judged(policies, manifest, facts, planned=True)
+    findings = tuple(sorted((*outcome.findings, *found)))
+    return Outcome(outcome.decision, outcome.schedule, outcome.redirects, findings, facts)

@@ -260,6 +260,18 @@ _SPECS = (
         "decision.schedule", "str", "the decision table's schedule, before refusals", PLAN_SCHEDULES
     ),
     _f("decision.rule", "str", "id of the decision row that matched"),
+    _f(
+        "plan.feasible",
+        "bool",
+        "the planner found a layout (set after planning: only rejects and advisories read it)",
+        anchor="kind",
+    ),
+    _f(
+        "plan.infeasible_reason",
+        "str",
+        "why the planner found no layout (unset when it found one)",
+        anchor="kind",
+    ),
     _f("plan.schedule", "str", "the recommended schedule after refusals", PLAN_SCHEDULES),
     _f(
         "plan.rule",
@@ -334,6 +346,10 @@ ALWAYS_SET = frozenset(
         "derived.nodes",
     )
 )
+
+# Facts known only once the planner has run (after `evaluate`): rules that read them are judged
+# by `engine.judge_planned`.
+PLANNED = frozenset({"plan.feasible", "plan.infeasible_reason"})
 
 # Facts the engine sets only after the decision table and the refusals have run (the decision,
 # the plan, and `sized_facts`). Decision and refuse rules cannot test them: they would always be
