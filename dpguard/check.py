@@ -4,7 +4,7 @@ for a problem inside a file, so one broken manifest never stops the others."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dpguard.catalog import Catalog, load_catalog
 from dpguard.findings import Finding, Severity
@@ -69,9 +69,41 @@ def judge(manifest: Manifest, policies: Policies) -> tuple[Outcome, Plan]:
 
     outcome = evaluate(policies, manifest, manifest_facts(manifest))
     plan = make_plan(manifest, outcome, policies)
+    return judge_planned(policies, manifest, outcome, planned_facts(plan, outcome, policies)), plan
+
+
+def planned_facts(plan: Plan, outcome: Outcome, policies: Policies) -> dict[str, Any]:
+    """What the planner found, as facts (policy.facts.PLANNED): feasibility and its reason, the
+    schedule it recommends and, at the proposal's P and M, that schedule's bubble and
+    GPU-hours, so ADV003 compares a proposal with what dpguard would actually run."""
+    from dpguard import sizing
+
     feasible = plan.status != "infeasible"
-    planned = {
+    recommended = plan.schedule if feasible else None
+    facts: dict[str, Any] = {
         "plan.feasible": feasible,
         "plan.infeasible_reason": None if feasible else "; ".join(plan.notes),
+        "plan.recommended_schedule": recommended,
+        "plan.proposal_recommended": None,
+        "plan.recommended_bubble": None,
+        "plan.recommended_gpu_hours": None,
     }
-    return judge_planned(policies, manifest, outcome, planned), plan
+    p, m = plan.manifest.parallelism, plan.manifest.microbatches
+    proposed = p.schedule if p is not None else None
+    if proposed is None or recommended is None:
+        return facts
+    decision = outcome.decision
+    facts["plan.proposal_recommended"] = proposed == recommended or bool(
+        decision and proposed in decision.acceptable
+    )
+    if m is not None and recommended != "none" and p is not None and p.pipeline > 1:
+        virtual = p.virtual_stages if recommended == "interleaved-1f1b" else 1
+        s = sizing.Strategy(recommended, p.tensor, p.pipeline, p.expert, p.context, virtual, m)
+        result = sizing.simulation(s, policies.settings)
+        if result is not None:
+            bubble = float(result.bubble_fraction)
+            facts["plan.recommended_bubble"] = bubble
+            facts["plan.recommended_gpu_hours"] = sizing.gpu_hours(
+                plan.manifest, bubble, policies.settings
+            )
+    return facts

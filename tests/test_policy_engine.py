@@ -842,25 +842,40 @@ parallelism: {tensor: 1, pipeline: 8, expert: 8, schedule: dualpipe, untie_embed
 communication: {all_to_all_kernel: deepep}
 """
 ADV003 = re.compile(
-    r"warning ADV003 proposed schedule (\S+) differs from the policy's choice (\S+) "
+    r"warning ADV003 proposed schedule (\S+) differs from dpguard's recommendation (\S+) "
     r"\(([A-Z]+\d+)\): "
     r"bubble ([\d.]+)% vs ([\d.]+)% at P=(\d+), M=(\d+), that is [\d,]+ GPU-hours (more|fewer) "
     r"over the token budget$"
 )
 
 
+def test_a_refused_proposal_draws_the_refusal_not_adv003(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RF001 refuses DualPipe at 200 Gbps: that error says why; ADV003 does not also price the
+    refused schedule against the redirect (issue 11: no contradicting advice)."""
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(MOE_DUALPIPE_200G, encoding="utf-8")
+    main(["review", str(manifest)])
+    out = capsys.readouterr().out
+    assert " error RF001 " in out and " ADV003 " not in out
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        # DualPipe refused (RF001 at 200 Gbps) in favour of DualPipeV, so RF001 is the rule that
-        # chose; DualPipe's own bubble is smaller at the same P and M: fewer GPU-hours.
-        (MOE_DUALPIPE_200G, ("dualpipe", "dualpipev", "RF001", "8", "16", "fewer")),
+        # DualPipeV proposed under DT004 (1F1B for < 100 GPUs): its bubble is smaller than
+        # 1F1B's at the same P and M, so the proposal costs fewer GPU-hours.
+        (
+            WARN_ONLY.replace("schedule: 1f1b", "schedule: dualpipev"),
+            ("dualpipev", "1f1b", "DT004", "10", "120", "fewer"),
+        ),
         (
             WARN_ONLY.replace("schedule: 1f1b", "schedule: gpipe"),
             ("gpipe", "1f1b", "DT004", "10", "120", "more"),
         ),
     ],
-    ids=["dualpipe-fewer", "gpipe-more"],
+    ids=["dualpipev-fewer", "gpipe-more"],
 )
 def test_adv003_states_the_cost_with_its_sign_in_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expected: tuple[str, ...]
@@ -949,7 +964,7 @@ def test_a_team_row_appended_after_the_shipped_table_is_reported(
     core = next(p for p in shipped_paths() if p.endswith("core.yaml"))
     assert capsys.readouterr().out.splitlines()[0] == (
         f"{path}:5:5: decision row TD001 can never match: the earlier rows "
-        f"DT004 ({core}:34:5), DT003 ({core}:47:5), DT002 ({core}:63:5) together match every "
+        f"DT004 ({core}:34:5), DT003 ({core}:47:5), DT002 ({core}:65:5) together match every "
         "manifest it matches"
     )
 

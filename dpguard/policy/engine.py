@@ -115,6 +115,7 @@ def evaluate(policies: Policies, manifest: Manifest, base_facts: Mapping[str, An
         else proposed == schedule
         or (schedule == decision.recommend and proposed in decision.acceptable)
     )
+    facts["proposal.refused"] = None if proposed is None else proposal_refusal is not None
     facts.update(sized_facts(manifest, policies.settings, schedule, policies.uses))
     findings += _judged(policies, manifest, facts, planned=False)
     return Outcome(decision, schedule, tuple(redirects), tuple(sorted(findings)), facts)

@@ -272,6 +272,40 @@ _SPECS = (
         "why the planner found no layout (unset when it found one)",
         anchor="kind",
     ),
+    _f(
+        "plan.recommended_schedule",
+        "str",
+        "the schedule the planner recommends: the policy's, or an acceptable one it falls back "
+        "to when the policy's cannot run at any P (unset when nothing is feasible)",
+        PLAN_SCHEDULES,
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "plan.proposal_recommended",
+        "bool",
+        "the proposed schedule is the planner's recommendation or acceptable to the decision "
+        "row (unset: nothing proposed, or no feasible plan)",
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "plan.recommended_bubble",
+        "number",
+        "exact bubble of the recommended schedule at the proposal's P and M (unset when it "
+        "cannot run there)",
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "plan.recommended_gpu_hours",
+        "number",
+        "GPU-hours of the token budget with the recommended schedule at the proposal's P and M",
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "proposal.refused",
+        "bool",
+        "a refusal refused the proposed schedule (its error says so; unset: nothing proposed)",
+        anchor="parallelism.schedule",
+    ),
     _f("plan.schedule", "str", "the recommended schedule after refusals", PLAN_SCHEDULES),
     _f(
         "plan.rule",
@@ -349,7 +383,16 @@ ALWAYS_SET = frozenset(
 
 # Facts known only once the planner has run (after `evaluate`): rules that read them are judged
 # by `engine.judge_planned`.
-PLANNED = frozenset({"plan.feasible", "plan.infeasible_reason"})
+PLANNED = frozenset(
+    {
+        "plan.feasible",
+        "plan.infeasible_reason",
+        "plan.recommended_schedule",
+        "plan.proposal_recommended",
+        "plan.recommended_bubble",
+        "plan.recommended_gpu_hours",
+    }
+)
 
 # Facts the engine sets only after the decision table and the refusals have run (the decision,
 # the plan, and `sized_facts`). Decision and refuse rules cannot test them: they would always be
