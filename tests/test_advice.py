@@ -116,3 +116,16 @@ def test_no_feasible_plan_gets_adv005_and_no_adv003(tmp_path, policies):
     (adv,) = [f for f in result.findings if f.code == "ADV005"]
     assert adv.message.startswith("dpguard finds no layout that fits and runs on 16 H100-SXM: ")
     assert "at the closest layout" in adv.message
+
+
+def test_bloom_1f1b_on_384_gpus_draws_adv003_with_the_zero_bubble_savings(policies):
+    """BLOOM-176B ran 1F1B at TP4 PP12 on 384 A100 (tests/data/calibration/bloom-176b.yaml):
+    1F1B is the default only under 100 GPUs, so the proposal draws ADV003 with the GPU-hours
+    Zero Bubble would save at its P = 12 and M = 128."""
+    path = Path(__file__).parent / "data" / "calibration" / "bloom-176b.yaml"
+    result = check_file(str(path), None, policies)
+    (adv,) = [f for f in result.findings if f.code == "ADV003"]
+    assert "proposed schedule 1f1b differs from dpguard's recommendation zb1p (DT003)" in (
+        adv.message
+    )
+    assert "at P=12, M=128" in adv.message and "GPU-hours more" in adv.message
