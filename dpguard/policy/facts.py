@@ -503,7 +503,9 @@ def sized_facts(
             facts["proposal.memory_remedies"] = (
                 "; ".join(f"{change} -> {gib:.1f} GiB" for change, gib in priced) or None
             )
-    runs = [("proposal", schedule), ("plan", plan_schedule)]
+    runs = [("proposal", schedule)]
+    if {"plan.bubble", "plan.gpu_hours"} & uses:  # no shipped rule reads them: simulated lazily
+        runs.append(("plan", plan_schedule))
     if per_schedule:
         runs += [(f"schedules.{name}", name) for name in SCHEDULES]
     for prefix, name in runs:
