@@ -503,7 +503,7 @@ def sized_facts(
             facts["proposal.memory_remedies"] = (
                 "; ".join(f"{change} -> {gib:.1f} GiB" for change, gib in priced) or None
             )
-    runs = [("proposal", schedule)]
+    runs: list[tuple[str, str | None]] = [("proposal", schedule)]
     if {"plan.bubble", "plan.gpu_hours"} & uses:  # no shipped rule reads them: simulated lazily
         runs.append(("plan", plan_schedule))
     if per_schedule:
