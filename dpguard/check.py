@@ -88,17 +88,16 @@ def planned_facts(plan: Plan, outcome: Outcome, policies: Policies) -> dict[str,
         "plan.recommended_bubble": None,
         "plan.recommended_gpu_hours": None,
     }
-    p, m = plan.manifest.parallelism, plan.manifest.microbatches
+    p = plan.manifest.parallelism
     proposed = p.schedule if p is not None else None
-    if proposed is None or recommended is None:
+    if p is None or proposed is None or recommended is None:
         return facts
     decision = outcome.decision
     facts["plan.proposal_recommended"] = proposed == recommended or bool(
         decision and proposed in decision.acceptable
     )
-    if m is not None and recommended != "none" and p is not None and p.pipeline > 1:
-        virtual = p.virtual_stages if recommended == "interleaved-1f1b" else 1
-        s = sizing.Strategy(recommended, p.tensor, p.pipeline, p.expert, p.context, virtual, m)
+    s = sizing.proposal(plan.manifest, recommended)
+    if s is not None and p.pipeline > 1:
         result = sizing.simulation(s, policies.settings)
         if result is not None:
             bubble = float(result.bubble_fraction)

@@ -51,6 +51,16 @@ def parse_quantity(value: int | float | str) -> int:
     return int(number * scale)
 
 
+def format_quantity(n: float, digits: int | None = None) -> str:
+    """The reverse of `parse_quantity` for reports: 14.8e12 -> "14.8T" (to `digits`
+    significant digits when given); under a million, with thousands separators."""
+    spec = f".{digits}g" if digits else "g"
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6)):
+        if n >= scale:
+            return f"{n / scale:{spec}}{unit}"
+    return f"{n:,.0f}"
+
+
 @dataclass(frozen=True)
 class Interconnect:
     inter_node_gbps_per_gpu: float

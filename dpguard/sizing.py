@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from dpguard import compute, memory
-from dpguard.manifest import Manifest
+from dpguard.manifest import Manifest, format_quantity
 
 GIB = memory.GIB
 
@@ -31,6 +31,15 @@ class Strategy:
     context: int
     virtual_stages: int  # as written in the manifest (interleaved 1F1B); DualPipeV implies 2
     microbatches: int
+
+
+def proposal(manifest: Manifest, schedule: str) -> Strategy | None:
+    """The manifest's proposed layout run with `schedule` (None when nothing is proposed or
+    the batch gives no whole micro-batch count)."""
+    p, micro = manifest.parallelism, manifest.microbatches
+    if p is None or micro is None:
+        return None
+    return Strategy(schedule, p.tensor, p.pipeline, p.expert, p.context, p.virtual_stages, micro)
 
 
 def data_parallel(manifest: Manifest, s: Strategy) -> int:
@@ -309,8 +318,8 @@ def shape_warnings(manifest: Manifest) -> tuple[tuple[str, str], ...]:
                     f"model.{key}",
                     f"the shape ({m.layers} layers, hidden {m.hidden_size}, FFN "
                     f"{m.ffn_hidden_size} {m.ffn_activation}{experts}, vocab {m.vocab_size}) "
-                    f"implies about {_short(implied)} parameters, but {key} is "
-                    f"{_short(written)}: check both ({shapers} shape the count)",
+                    f"implies about {format_quantity(implied, 3)} parameters, but {key} is "
+                    f"{format_quantity(written, 3)}: check both ({shapers} shape the count)",
                 )
             )
     return tuple(out)
@@ -336,8 +345,9 @@ def batch_warnings(manifest: Manifest) -> tuple[tuple[str, str, str], ...]:
             (
                 "X026",
                 "training.global_batch_size",
-                f"global_batch_size {gbs:,} x seq_len {seq:,} = {_short(tokens)} tokens per "
-                f"step, more than {_short(TOKEN_BATCH_LIMIT)} (the largest published batch is "
+                f"global_batch_size {gbs:,} x seq_len {seq:,} = {format_quantity(tokens, 3)} "
+                f"tokens per step, more than {format_quantity(TOKEN_BATCH_LIMIT, 3)} (the largest "
+                "published batch is "
                 f"{LARGEST_PUBLISHED_BATCH}); global_batch_size counts sequences: if "
                 f"{gbs:,} is tokens, that is {meant}",
             )
@@ -360,13 +370,6 @@ def batch_warnings(manifest: Manifest) -> tuple[tuple[str, str, str], ...]:
 # GPT-3 and DeepSeek-V3 written in full land within 2 % of their published counts; Llama-style
 # models written with the default 4h GeLU MLP and MHA within 10 %.
 SHAPE_TOLERANCE = 1.25
-
-
-def _short(n: float) -> str:
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6)):
-        if n >= scale:
-            return f"{n / scale:.3g}{unit}"
-    return f"{n:,.0f}"
 
 
 def efficiency(manifest: Manifest, settings: Mapping[str, Any]) -> float:

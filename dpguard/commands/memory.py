@@ -43,30 +43,26 @@ def _strategy(manifest: Manifest, policies: Policies) -> tuple[Strategy | None, 
     from dpguard.policy.engine import evaluate
     from dpguard.policy.facts import manifest_facts
 
-    p, micro = manifest.parallelism, manifest.microbatches
-    if p is not None and micro is not None and (p.schedule or p.pipeline == 1):
-        schedule = p.schedule or "none"
-        s = sizing.Strategy(
-            schedule, p.tensor, p.pipeline, p.expert, p.context, p.virtual_stages, micro
-        )
-        return s, manifest.training.micro_batch_size, "as proposed"
+    p, mbs = manifest.parallelism, manifest.training.micro_batch_size
+    if p is not None and (p.schedule or p.pipeline == 1):
+        s = sizing.proposal(manifest, p.schedule or "none")
+        if s is not None:
+            return s, mbs, "as proposed"
     outcome = evaluate(policies, manifest, manifest_facts(manifest))
-    if p is not None and micro is not None:
+    if p is not None and manifest.microbatches is not None:
         schedule = outcome.facts.get("proposal.schedule") or "none"
-        s = sizing.Strategy(
-            schedule, p.tensor, p.pipeline, p.expert, p.context, p.virtual_stages, micro
-        )
+        s = sizing.proposal(manifest, schedule)
+        assert s is not None
         how = f"as proposed, with the policies' schedule {schedule}"
         if sizing.pipeline_layout(s) is None:  # e.g. DualPipeV with M < 2P: size it as 1F1B
             s = replace(s, schedule="1f1b")
-            how = f"as proposed; {schedule} cannot run at P = {p.pipeline}, M = {micro}: as 1f1b"
-        return s, manifest.training.micro_batch_size, how
+            where = f"P = {p.pipeline}, M = {s.microbatches}"
+            how = f"as proposed; {schedule} cannot run at {where}: as 1f1b"
+        return s, mbs, how
     plan = make_plan(manifest, outcome, policies)
-    if plan.memory is None or plan.schedule is None:
+    if plan.strategy is None or plan.schedule is None:
         return None, 0, "no feasible plan: " + "; ".join(plan.notes)
-    s = sizing.Strategy(
-        plan.schedule, plan.tensor, plan.pipeline, plan.expert, plan.context, 1, plan.microbatches
-    )
+    s = plan.strategy
     return s, plan.micro_batch_size, "as planned by dpguard: the manifest proposes no parallelism"
 
 

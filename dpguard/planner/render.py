@@ -12,6 +12,7 @@ from typing import Any
 
 from dpguard import sizing
 from dpguard.errors import ConfigError
+from dpguard.manifest import format_quantity
 from dpguard.memory import GIB
 from dpguard.planner.plan import Plan, ScheduleNumbers, judge_schedules
 from dpguard.policy.model import Policies
@@ -55,13 +56,6 @@ def _memory_bytes(rank: Any) -> dict[str, int]:
     out = {name: round(getattr(rank, name)) for name in parts}
     out["replication_extra"] = round(rank.replica)
     return out
-
-
-def _tokens(n: int) -> str:
-    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6)):
-        if n >= scale:
-            return f"{n / scale:g}{unit}"
-    return f"{n:,}"
 
 
 def _brief(finding: Any) -> dict[str, str]:
@@ -118,8 +112,8 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
     params = memory.parameters if memory else 0
     assumptions = [
         f"compute: 6 x {thousands(m.model.active_params)} active parameters x "
-        f"{_tokens(m.training.tokens)} tokens at {m.cluster.peak_tflops_bf16:g} TFLOP/s dense "
-        f"BF16 peak x {plan.efficiency:.0%} "
+        f"{format_quantity(m.training.tokens)} tokens at {m.cluster.peak_tflops_bf16:g} TFLOP/s "
+        f"dense BF16 peak x {plan.efficiency:.0%} "
         f"non-bubble efficiency = {thousands(plan.ideal_gpu_hours)} GPU-hours with no bubble",
     ]
     if plan.op_times:
@@ -143,7 +137,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "memory_gb": f"{m.cluster.memory_gb:g}",
         "usable_gib": f"{m.cluster.usable_gib:g}",
         "headroom_pct": f"{float(settings['memory_headroom']):.0%}",
-        "tokens": _tokens(m.training.tokens),
+        "tokens": format_quantity(m.training.tokens),
         "ideal_gpu_hours": plan.ideal_gpu_hours,
         "seq_len": m.model.seq_len,
         "global_batch": m.training.global_batch_size,

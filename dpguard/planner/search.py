@@ -318,7 +318,7 @@ def search(
         found = _search_layout(switched, schedules, settings, pipeline_needed, closest)
         if found.candidate is not None:
             said = _describe(changes)
-            if "recompute_modules" in manifest.source.data.get("training", {}) and (
+            if ("training", "recompute_modules") in manifest.source.keys and (
                 changes.get("activation_recompute") == "full"
             ):
                 said = (*said, "recompute_modules removed")

@@ -477,9 +477,9 @@ def sized_facts(
     facts["proposal.schedule"] = schedule
 
     def strategy(name: str) -> sizing.Strategy:
-        return sizing.Strategy(
-            name, p.tensor, p.pipeline, p.expert, p.context, p.virtual_stages, micro
-        )
+        s = sizing.proposal(manifest, name)
+        assert s is not None  # parallelism and micro-batches were checked above
+        return s
 
     sized_as = schedule
     estimate = sizing.stage_memory(manifest, strategy(schedule), settings)
