@@ -44,7 +44,7 @@ def shipped_rules() -> list[dict[str, Any]]:
 def test_lint_shipped_policies(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lint-policies"]) == 0
     sets, rules = len(shipped_sets()), len(shipped_rules())
-    assert (sets, rules) == (2, 24)
+    assert (sets, rules) == (2, 25)
     assert capsys.readouterr().out == f"{sets} policy sets, {rules} rules: ok\n"
 
 
@@ -52,7 +52,7 @@ def test_lint_a_shipped_file_by_path_loads_it_once(capsys: pytest.CaptureFixture
     """Naming a shipped set (or any file twice) must not layer it over itself."""
     core = shipped_paths()[0]
     assert main(["lint-policies", core, core]) == 0
-    assert capsys.readouterr().out == "2 policy sets, 24 rules: ok\n"
+    assert capsys.readouterr().out == "2 policy sets, 25 rules: ok\n"
 
 
 TEAM_HEAD = "apiVersion: dpguard/v1\nkind: PolicySet\nmetadata: {name: team, version: 1.0.0}\n"
@@ -109,12 +109,12 @@ def test_lint_lists_every_semantic_problem_of_every_file(
     )
     assert main(["lint-policies", str(broken), str(other)]) == 2
     assert capsys.readouterr().out.splitlines() == [
-        f"{broken}:8:32: unknown operator 'gte' (did you mean 'gt'?); operators: {OPERATORS}",
+        f"{broken}:8:32: unknown operator 'gte' (did you mean 'ge'?); operators: {OPERATORS}",
         f"{broken}:14:40: 'dualpipe-v' is not a possible value of parallelism.schedule "
         f"(did you mean 'dualpipev'?); possible: {SCHEDULES}",
         f"{broken}:21:5: message uses unknown fact 'model.layer' (did you mean 'model.layers'?)",
         f"{broken}:23:5: duplicate rule id TEAM003 (first at {broken}:17:5)",
-        f"{other}:4:22: disable names unknown rule ADV006 (did you mean 'ADV005'?)",
+        f"{other}:4:22: disable names unknown rule ADV006 (did you mean 'ADV001'?)",
     ]
 
 
@@ -128,14 +128,14 @@ def test_lint_without_paths_uses_the_repository_config(
     assert main(["lint-policies"]) == 2
     assert capsys.readouterr().out == (
         f"{repo / '.dpguard.yaml'}:2:19: disable names unknown rule ADV01 "
-        "(did you mean 'ADV005'?)\n"
+        "(did you mean 'ADV002'?)\n"
     )
     (repo / ".dpguard.yaml").write_text(
         "policies: [team.yaml]\ndisable: [ADV001]\n", encoding="utf-8"
     )
     assert main(["lint-policies"]) == 0
     # shipped + team + the config's disable list
-    assert capsys.readouterr().out == "4 policy sets, 23 rules: ok\n"
+    assert capsys.readouterr().out == "4 policy sets, 24 rules: ok\n"
 
 
 # ---- rules --------------------------------------------------------------------------------------

@@ -253,7 +253,7 @@ MALFORMED: list[tuple[str, str, list[str]]] = [
     (
         "unknown operator with a hint",
         HEAD + "rules:\n" + rule("{fact: cluster.gpus, gte: 1}"),
-        [f"{{p}}:8:32: unknown operator 'gte' (did you mean 'gt'?); operators: {OPERATORS}"],
+        [f"{{p}}:8:32: unknown operator 'gte' (did you mean 'ge'?); operators: {OPERATORS}"],
     ),
     (
         "unknown operator without a close match",
@@ -454,7 +454,7 @@ def test_every_problem_of_a_file_is_listed_at_once(
     )
     assert main(["review", "--policy", str(path), EXAMPLE]) == 2
     assert capsys.readouterr().err.splitlines()[1:] == [
-        f"  {path}:8:32: unknown operator 'gte' (did you mean 'gt'?); operators: {OPERATORS}",
+        f"  {path}:8:32: unknown operator 'gte' (did you mean 'ge'?); operators: {OPERATORS}",
         f"  {path}:15:5: message uses unknown fact 'cluster.gpu' (did you mean 'cluster.gpus'?)",
         f"  {path}:17:5: duplicate rule id TEAM002 (first at {path}:11:5)",
     ]

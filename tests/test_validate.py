@@ -100,6 +100,8 @@ parallelism:
   microbatches: 120
   schedule: dualpipe
   untie_embeddings: true
+  account_for_embedding: false
+  account_for_loss: false
 communication:
   all_to_all_kernel: deepep
 """
@@ -184,7 +186,7 @@ def test_full_manifest_is_valid() -> None:
     assert findings(FULL) == []
     assert LINE["cluster.interconnect.intra_node"] == 17
     assert LINE["parallelism.microbatches"] == 64
-    assert len(LINE) == 68
+    assert len(LINE) == 70
 
 
 # --- S002: required keys ----------------------------------------------------------------------
@@ -332,6 +334,8 @@ TYPES = [
     ("parallelism.untie_embeddings", "'yes'", "true or false", "'yes'"),
     ("parallelism.untie_embeddings", "yes", "true or false", "'yes'"),
     ("parallelism.untie_embeddings", "1", "true or false", "1"),
+    ("parallelism.account_for_embedding", "'yes'", "true or false", "'yes'"),
+    ("parallelism.account_for_loss", "0", "true or false", "0"),
     ("communication", "deepep", "a mapping", "'deepep'"),
 ]
 
@@ -443,7 +447,7 @@ def test_enum_with_a_non_string_value() -> None:
         (
             "S005",
             *at("training.precision"),
-            "training.precision is 16; allowed: bf16, fp8, fp16 (did you mean 'fp16'?)",
+            "training.precision is 16; allowed: bf16, fp8, fp16 (did you mean 'bf16'?)",
         )
     ]
 
@@ -766,7 +770,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 67
+    assert len(list(properties(SCHEMA))) == 69
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -814,6 +818,10 @@ def test_schema_defaults_match_the_normalised_manifest(valid_manifest_text: str)
         "parallelism.expert": m.parallelism.expert if m.parallelism else None,
         "parallelism.context": m.parallelism.context if m.parallelism else None,
         "parallelism.untie_embeddings": m.parallelism.untie_embeddings if m.parallelism else None,
+        "parallelism.account_for_embedding": (
+            m.parallelism.account_for_embedding if m.parallelism else None
+        ),
+        "parallelism.account_for_loss": m.parallelism.account_for_loss if m.parallelism else None,
         "communication.all_to_all_kernel": m.communication.all_to_all_kernel,
     }
     defaults = {d: sub["default"] for d, sub in properties(SCHEMA) if "default" in sub}
@@ -1145,7 +1153,7 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
             (
                 "X012",
                 *at("cluster.accelerator"),
-                f"unknown accelerator 'H900' (did you mean 'H800'?); {KNOWN}",
+                f"unknown accelerator 'H900' (did you mean 'H200'?); {KNOWN}",
             )
         ],
     ),
@@ -1950,7 +1958,7 @@ def test_every_problem_at_once_sorted_by_position() -> None:
     assert result == [
         f"{p}:7:3: error X001 1000 GPUs is not divisible by tensor x pipeline x context "
         "= 3 x 8 x 1 = 24",
-        f"{p}:9:3: error X012 unknown accelerator 'H900' (did you mean 'H800'?); {KNOWN}",
+        f"{p}:9:3: error X012 unknown accelerator 'H900' (did you mean 'H200'?); {KNOWN}",
         f"{p}:15:3: error X005 active_params (80,000,000,000) exceeds total_params "
         "(70,000,000,000)",
         f"{p}:21:3: error X006 model.experts is set on a dense model",
