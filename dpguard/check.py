@@ -98,9 +98,9 @@ def planned_facts(plan: Plan, outcome: Outcome, policies: Policies) -> dict[str,
     )
     s = sizing.proposal(plan.manifest, recommended)
     if s is not None and p.pipeline > 1:
-        result = sizing.simulation(s, policies.settings)
+        result = sizing.bubble(s, policies.settings)
         if result is not None:
-            bubble = float(result.bubble_fraction)
+            bubble = result.fraction
             facts["plan.recommended_bubble"] = bubble
             facts["plan.recommended_gpu_hours"] = sizing.gpu_hours(
                 plan.manifest, bubble, policies.settings

@@ -77,6 +77,7 @@ class Cluster:
     memory_gb: float
     usable_gib: float  # what the framework can allocate (catalog), before the policy headroom
     fp8: bool | None  # FP8 training supported (catalog); None for a custom accelerator
+    scale_up_domain: int  # GPUs one scale-up fabric joins (catalog); the node for custom
     peak_tflops_bf16: float
     interconnect: Interconnect
 
@@ -136,6 +137,13 @@ class Parallelism:
     microbatches: int | None  # as written; the effective M is Manifest.microbatches
     schedule: str | None
     untie_embeddings: bool
+    account_for_embedding: bool = False  # the split counts the embedding as a layer
+    account_for_loss: bool = False  # ... and the output layer + loss as another
+
+    @property
+    def accounted_layers(self) -> int:
+        """Non-transformer layers the pipeline split counts (0, 1 or 2)."""
+        return int(self.account_for_embedding) + int(self.account_for_loss)
 
 
 @dataclass(frozen=True)
@@ -161,6 +169,12 @@ class Manifest:
     def position(self, dotted: str) -> Position:
         """Where `dotted` (e.g. "parallelism.schedule") is written, or its nearest ancestor."""
         return self.source.position(_split(dotted))
+
+    @property
+    def tensor_domain(self) -> int:
+        """The most GPUs a tensor-parallel group may span: the node, or a scale-up fabric that
+        joins more GPUs than one node (GB200 NVL72)."""
+        return max(self.cluster.gpus_per_node, self.cluster.scale_up_domain)
 
     def to_dict(self) -> dict[str, Any]:
         """The normalised values as plain data (for JSON reports and policy facts)."""
@@ -229,6 +243,7 @@ def build_manifest(doc: SourceDoc, catalog: Catalog) -> Manifest:
         memory_gb=memory_gb,
         usable_gib=memory_gb * share,
         fp8=acc.fp8_training if acc is not None else None,
+        scale_up_domain=acc.scale_up_domain if acc is not None else c.get("gpus_per_node", 8),
         peak_tflops_bf16=peak,
         interconnect=Interconnect(
             inter_node_gbps_per_gpu=float(link["inter_node_gbps_per_gpu"]),
@@ -285,6 +300,8 @@ def build_manifest(doc: SourceDoc, catalog: Catalog) -> Manifest:
             microbatches=p.get("microbatches"),
             schedule=p.get("schedule"),
             untie_embeddings=p.get("untie_embeddings", False),
+            account_for_embedding=p.get("account_for_embedding", False),
+            account_for_loss=p.get("account_for_loss", False),
         )
         dp, micro = derived_sizes(
             cluster.gpus,

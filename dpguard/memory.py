@@ -402,6 +402,8 @@ class PipelineLayout(NamedTuple):
     stage_ranks: tuple[int, ...]
     inflight: tuple[int, ...]
     mirror: bool = False
+    lead: int = 0  # the split counts the embedding as a layer of the first stage
+    tail: int = 0  # ... and the loss as a layer of the last stage
 
 
 def pipeline_layout(
@@ -422,10 +424,17 @@ def pipeline_layout(
     )
 
 
-def stage_layers(layers: int, stages: int) -> list[range]:
-    """Layer indices of each stage: an even split, the remainder spread (Megatron needs exact
-    division unless first/last stages are set by hand; ADV002 flags the uneven case)."""
-    return [range(s * layers // stages, (s + 1) * layers // stages) for s in range(stages)]
+def stage_layers(layers: int, stages: int, lead: int = 0, tail: int = 0) -> list[range]:
+    """Layer indices of each stage: an even split of `lead` + `layers` + `tail` slots, the
+    remainder spread (Megatron needs exact division unless first/last stages are set by hand;
+    ADV002 flags the uneven case). `lead`/`tail` are the embedding and the loss when the split
+    counts them as layers (Megatron's account-for-embedding/loss; Llama 3 removes a layer from
+    the first and the last stage, arXiv 2407.21783 §3.3.2)."""
+    slots = lead + layers + tail
+    return [
+        range(max(s * slots // stages - lead, 0), min((s + 1) * slots // stages - lead, layers))
+        for s in range(stages)
+    ]
 
 
 class Uncertainty(NamedTuple):
@@ -529,7 +538,7 @@ def estimate(
         sharding = replace(training, zero_stage=1)
     per_dense = sharded_bytes(sharding, parallel.data * parallel.context)
     per_expert = sharded_bytes(sharding, parallel.expert_data)
-    stages = stage_layers(arch.layers, pipeline.stages)
+    stages = stage_layers(arch.layers, pipeline.stages, pipeline.lead, pipeline.tail)
     last_stage = pipeline.stages - 1
     tokens = arch.seq_len / parallel.context * training.micro_batch_size
     logits = 4.0 * tokens * arch.vocab_size / parallel.tensor  # fp32 logits (Korthikanti §4.3)

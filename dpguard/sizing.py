@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from dpguard import compute, memory
 from dpguard.manifest import Manifest, format_quantity
@@ -31,6 +31,8 @@ class Strategy:
     context: int
     virtual_stages: int  # as written in the manifest (interleaved 1F1B); DualPipeV implies 2
     microbatches: int
+    account_for_embedding: bool = False  # the stage split counts the embedding as a layer
+    account_for_loss: bool = False  # ... and the output layer and loss as another
 
 
 def proposal(manifest: Manifest, schedule: str) -> Strategy | None:
@@ -39,7 +41,17 @@ def proposal(manifest: Manifest, schedule: str) -> Strategy | None:
     p, micro = manifest.parallelism, manifest.microbatches
     if p is None or micro is None:
         return None
-    return Strategy(schedule, p.tensor, p.pipeline, p.expert, p.context, p.virtual_stages, micro)
+    return Strategy(
+        schedule,
+        p.tensor,
+        p.pipeline,
+        p.expert,
+        p.context,
+        p.virtual_stages,
+        micro,
+        p.account_for_embedding,
+        p.account_for_loss,
+    )
 
 
 def data_parallel(manifest: Manifest, s: Strategy) -> int:
@@ -151,16 +163,52 @@ def too_large(s: Strategy) -> str | None:
     )
 
 
-def simulation(s: Strategy, settings: Mapping[str, Any]) -> Any | None:
-    """The exact simulation of `s`, or None when the schedule's constraints reject it or it is
-    too large to simulate."""
+class Bubble(NamedTuple):
+    fraction: float
+    makespan: float  # in op-time units of the schedule's own chunks
+    method: str  # "simulated" | "closed form"
+
+
+# Schedules whose published closed form, in its exact regime, is the idle time of *every*
+# device (closed_forms.py): there the bubble fraction is idle / (idle + work) exactly.
+_UNIFORM_IDLE = frozenset(("gpipe", "1f1b", "interleaved-1f1b", "zb1p"))
+
+
+def _closed_form(s: Strategy, settings: Mapping[str, Any]) -> tuple[float, float, bool]:
+    """(bubble fraction, makespan, exact) from the schedule's published closed form: the
+    worst device's idle over its idle plus its work (M micro-batches through each of its
+    chunks, F + B each). Exact for the uniform-idle schedules in their regime; for DualPipe(V)
+    an estimate of the worst device, which is enough to rank layouts."""
+    from dpguard.schedules import SCHEDULES
+
+    times = op_times(settings)
+    v = _virtual(s)
+    chunks = {"interleaved-1f1b": v, "dualpipev": 2}.get(s.schedule, 1)
+    form = SCHEDULES[s.schedule].closed_form(s.pipeline, s.microbatches, v, times)
+    idle = max(float(form.value), 0.0)
+    work = s.microbatches * chunks * float(times.forward + times.backward)
+    return idle / (idle + work), idle + work, form.exact and s.schedule in _UNIFORM_IDLE
+
+
+def estimated_bubble(s: Strategy, settings: Mapping[str, Any]) -> float:
+    """The closed-form bubble fraction, to rank layouts inside the planner's search (which
+    never simulates); the plan page simulates the layout it shows."""
+    return _closed_form(s, settings)[0]
+
+
+def bubble(s: Strategy, settings: Mapping[str, Any]) -> Bubble | None:
+    """The bubble of `s`: simulated up to the simulator's size limit; beyond it, the exact
+    closed form where there is one (the page says which); else None (also when the
+    schedule's constraints reject `s`)."""
     from dpguard.schedules import check
 
     if s.schedule == "none" or check(s.schedule, s.pipeline, s.microbatches, _virtual(s)):
         return None
-    if too_large(s):
-        return None
-    return _simulate(s.schedule, s.pipeline, s.microbatches, _virtual(s), op_times(settings))
+    if not too_large(s):
+        r = _simulate(s.schedule, s.pipeline, s.microbatches, _virtual(s), op_times(settings))
+        return Bubble(float(r.bubble_fraction), float(r.makespan), "simulated")
+    fraction, makespan, exact = _closed_form(s, settings)
+    return Bubble(fraction, makespan, "closed form") if exact else None
 
 
 def pipeline_layout(s: Strategy) -> memory.PipelineLayout | None:
@@ -175,7 +223,8 @@ def pipeline_layout(s: Strategy) -> memory.PipelineLayout | None:
     if check(s.schedule, s.pipeline, s.microbatches, _virtual(s)):
         return None
     counts = inflight(s.schedule, s.pipeline, s.microbatches, _virtual(s))
-    return memory.pipeline_layout(s.schedule, s.pipeline, _virtual(s), counts)
+    layout = memory.pipeline_layout(s.schedule, s.pipeline, _virtual(s), counts)
+    return layout._replace(lead=int(s.account_for_embedding), tail=int(s.account_for_loss))
 
 
 def tensor_divides(manifest: Manifest, tensor: int) -> bool:

@@ -49,26 +49,26 @@ def templates(tmp_path: Path, plan_md: str, rollback_md: str | None = None) -> s
 
 
 def test_planned_with_the_dualpipe_replication_row(capsys):
-    """frontier-moe at P = 16: the memory row breaks down the worst rank (rank 0) with its
+    """frontier-moe at P = 32: the memory row breaks down the worst rank (rank 0) with its
     second copy, and the replication row prints that copy and the parameters of both."""
     code, out, _ = plan(capsys, FRONTIER)
     assert code == 0
     assert (
-        "| Memory per GPU (worst rank) | 72.6 GiB (band 57.2-96.3) of 75.1 GiB usable (79.1 GiB "
-        "less 5% headroom); rank 0: weights 4.86 + gradients 9.73 + optimizer 0.15 + second copy "
-        "20.35 + activations 34.02 (17 in flight) + other 3.47 GiB (`dpguard memory` for every "
+        "| Memory per GPU (worst rank) | 57.1 GiB (band 44.2-77.0) of 75.1 GiB usable (79.1 GiB "
+        "less 5% headroom); rank 0: weights 2.77 + gradients 5.54 + optimizer 0.17 + second copy "
+        "16.61 + activations 28.54 (33 in flight) + other 3.47 GiB (`dpguard memory` for every "
         "rank) |\n"
     ) in out
     assert (
-        "| DualPipe replication | +20.4 GiB per GPU for the second parameter copy; fits. 5.64B "
-        "parameters per GPU across both copies (0.84% of the model; experts sharded 64-way) |\n"
+        "| DualPipe replication | +16.6 GiB per GPU for the second parameter copy; fits. 3.72B "
+        "parameters per GPU across both copies (0.55% of the model; experts sharded 64-way) |\n"
     ) in out
     assert (
-        "| Expected bubble | **3.74%** (exact simulation); 1F1B at the same P and M: 11.11% |\n"
+        "| Expected bubble | **4.00%** (exact simulation); 1F1B at the same P and M: 11.44% |\n"
         in out
     )
-    assert "| dualpipe (chosen) | 3.74% | 2,739,157 | 227,042 saved | allowed |\n" in out
-    assert "| 1f1b | 11.11% | 2,966,200 | baseline | allowed |\n" in out
+    assert "| dualpipe (chosen) | 4.00% | 2,746,481 | 230,704 saved | allowed |\n" in out
+    assert "| 1f1b | 11.44% | 2,977,186 | baseline | allowed |\n" in out
 
 
 def test_planned_without_the_replication_row(capsys):
@@ -158,11 +158,11 @@ def test_rollback_to_a_simpler_schedule(capsys):
     assert rollback_section(out) == (
         "## Rollback trigger\n"
         "Measure the **aggregate GPU utilization percentage over the first 1000 steps**. The plan "
-        "expects\n96.3% (one minus the 3.74% bubble of dualpipe). If it stays below\n"
-        "**91.3%** (the expectation less a 5-point margin for communication,\n"
+        "expects\n96.0% (one minus the 4.00% bubble of dualpipe). If it stays below\n"
+        "**91.0%** (the expectation less a 5-point margin for communication,\n"
         "stragglers and data loading, which the bubble model leaves out), dualpipe is not "
         "delivering what its\ncomplexity costs: switch to the simpler **dualpipev**, expected "
-        "at 96.0%.\n"
+        "at 95.9%.\n"
     )
 
 
@@ -224,11 +224,11 @@ def test_rollback_settings_come_from_the_layered_policy(tmp_path, capsys):
     assert rollback_section(out) == (
         "## Rollback trigger\n"
         "Measure the **aggregate GPU utilization percentage over the first 500 steps**. The plan "
-        "expects\n96.3% (one minus the 3.74% bubble of dualpipe). If it stays below\n"
-        "**94.3%** (the expectation less a 2-point margin for communication,\n"
+        "expects\n96.0% (one minus the 4.00% bubble of dualpipe). If it stays below\n"
+        "**94.0%** (the expectation less a 2-point margin for communication,\n"
         "stragglers and data loading, which the bubble model leaves out), dualpipe is not "
         "delivering what its\ncomplexity costs: switch to the simpler **zb1p**, expected at "
-        "96.0%.\n"
+        "95.9%.\n"
     )
     assert "team 1.0.0 (sha256:" in out
 
@@ -246,7 +246,7 @@ def test_custom_templates_are_used(tmp_path, capsys):
     code, out, err = plan(capsys, FRONTIER, "--templates", folder)
     assert (code, out, err) == (
         0,
-        "frontier-moe: DualPipe P=16 M=120 bubble 3.74%\ntrigger 91.3% -> dualpipev\n",
+        "frontier-moe: DualPipe P=32 M=240 bubble 4.00%\ntrigger 91.0% -> dualpipev\n",
         "",
     )
 

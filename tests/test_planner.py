@@ -129,14 +129,15 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def test_frontier_moe_at_400_gbps_recommends_dualpipe(policies):
     """DeepSeek-V3 as published on 2,048 H800 with 400 Gbps per GPU (examples/frontier-moe.yaml):
     DT001 picks DualPipe and no refusal fires. The manifest fixes T = 1, EP = 64 and micro-batch
-    size 1. P = 16 is the smallest even depth at which the worst rank's central estimate fits
-    75.1 GiB (79.1 GiB usable less 5%): rank 0 holds the embedding, and as its mirrored stage
-    the output head and the MTP layer. DP = 2048 / 16 = 128 and M = 15360 / (1 x 128) = 120:
-    even and >= 2P. That is the layout DeepSeek-V3 trained with (arXiv 2412.19437 §3.2)."""
+    size 1. DeepSeek-V3 trained at P = 16 (arXiv 2412.19437 §3.2), which the model puts at
+    72.6 GiB of 75.1 usable (79.1 less 5%): over the planner's 90% margin (67.6 GiB). P = 32 is
+    the smallest depth within it, 57.1 GiB: rank 0 holds the embedding, and as its mirrored
+    stage the output head and the MTP layer. 61 layers split evenly over no depth that divides
+    2,048. DP = 2048 / 32 = 64 and M = 15360 / (1 x 64) = 240: even and >= 2P."""
     plan = plan_of(EXAMPLES / "frontier-moe.yaml", policies)
     assert (plan.status, plan.schedule) == ("planned", "dualpipe")
-    assert (plan.tensor, plan.pipeline, plan.expert, plan.data_parallel) == (1, 16, 64, 128)
-    assert (plan.microbatches, plan.micro_batch_size) == (120, 1)
+    assert (plan.tensor, plan.pipeline, plan.expert, plan.data_parallel) == (1, 32, 64, 64)
+    assert (plan.microbatches, plan.micro_batch_size) == (240, 1)
     assert plan.microbatches % 2 == 0 and plan.microbatches >= 2 * plan.pipeline
     assert plan.outcome.decision is not None and plan.outcome.decision.id == "DT001"
     assert plan.outcome.redirects == ()
@@ -144,9 +145,10 @@ def test_frontier_moe_at_400_gbps_recommends_dualpipe(policies):
     assert plan.kernel.kernel == "deepep"
     worst = plan.memory.worst
     assert worst.rank == 0 and worst.replica > 0
-    assert worst.total <= plan.memory_limit_gb * GIB < worst.high
+    assert worst.total <= 0.9 * plan.memory_limit_gb * GIB < worst.high
+    assert worst.total / GIB == pytest.approx(57.11, abs=0.01)
     text = render_markdown(plan, policies)
-    assert "**Recommendation: DualPipe** with P = 16 pipeline ranks and M = 120\n" in text
+    assert "**Recommendation: DualPipe** with P = 32 pipeline ranks and M = 240\n" in text
 
 
 @pytest.mark.parametrize("gbps", [200, 150])
@@ -154,25 +156,25 @@ def test_frontier_moe_at_200_gbps_or_less_is_redirected_to_dualpipev_by_rf001(
     tmp_path, policies, gbps
 ):
     """RF001 refuses DualPipe at <= 200 Gbps per GPU and recommends DualPipeV. DualPipeV keeps
-    one parameter copy, so a shallower pipeline fits: P = 8 (16 stages of 1/16 of the model),
-    DP = 256, M = 15360 / 256 = 60 >= 2P. Its worst rank (rank 0: the embedding stage and, on
-    the way back, the output head and MTP stage, 2P + 1 = 17 half-size chunks in flight) is
-    70.8 GiB, within 75.1; at P = 4 it is 94.1 GiB."""
+    one parameter copy: at P = 8 (16 stages of 1/16 of the model) its worst rank is 70.8 GiB,
+    within the 75.1 usable but over the planner's 90% margin (67.6), so P = 16: DP = 128,
+    M = 15360 / 128 = 120 >= 2P. Its worst rank (rank 0: the embedding stage and, on the way
+    back, the output head and MTP stage, 2P + 1 = 33 half-size chunks in flight) is 54.9 GiB."""
     plan = frontier(tmp_path, policies, cluster={"interconnect": {"inter_node_gbps_per_gpu": gbps}})
     assert (plan.status, plan.schedule, plan.pipeline, plan.microbatches) == (
         "planned",
         "dualpipev",
-        8,
-        60,
+        16,
+        120,
     )
     worst = plan.memory.worst
-    assert (worst.rank, worst.replica, worst.inflight) == (0, 0, 17)
-    assert worst.total / GIB == pytest.approx(70.81, abs=0.01)
+    assert (worst.rank, worst.replica, worst.inflight) == (0, 0, 33)
+    assert worst.total / GIB == pytest.approx(54.95, abs=0.01)
     assert [r.id for r in plan.outcome.redirects] == ["RF001"]
     # The redirect is said once, as the redirect, not again as a finding on the plan itself.
     assert plan.plan_findings == ()
     text = render_markdown(plan, policies)
-    assert "**Recommendation: DualPipeV** with P = 8 pipeline ranks and M = 60\n" in text
+    assert "**Recommendation: DualPipeV** with P = 16 pipeline ranks and M = 120\n" in text
     assert (
         "- Redirected by `RF001`: Inter-node bandwidth at most 200 Gbps per GPU -> refuse "
         "DualPipe, recommend DualPipeV\n"
@@ -275,21 +277,26 @@ def test_large_dense_falls_back_from_dualpipev_to_zb1p_because_m_over_p_is_1(pol
     """large-dense fixes T = 8 and micro-batch size 1: DP = 16384 / (8 P) = 2048 / P, so
     M = 2048 / (1 x DP) = P at every P. DualPipeV needs M >= 2P, which no P gives, so the
     planner takes DT002's acceptable zb1p and says why, quoting the deepest P tried: 32 (P
-    divides 16384 / 8 = 2048, and DualPipeV's 2P stages need P <= 126 / 2 = 63). zb1p's
-    smallest fitting depth is P = 32: at P = 16 rank 1 holds 15 micro-batches of 8 Llama 3
-    405B layers (selective recompute, SP) and is estimated at 79.1 GiB, over 75.1; at P = 32
-    it holds 31 of 4 layers, 72.2 GiB."""
+    divides 16384 / 8 = 2048, and DualPipeV's 2P stages need P <= 126 / 2 = 63). As written
+    (selective recompute of core_attn, SP) zb1p fits at P = 32 (72.2 GiB of 75.1 usable) but
+    nowhere within the planner's 90% margin (67.6 GiB), so the plan adds the cheap
+    recompute modules (layernorm): at P = 32, with Llama 3's split (126 layers + embedding +
+    loss = 128 = 32 x 4), rank 1 holds 31 micro-batches of 4 layers, 64.5 GiB."""
     plan = plan_of(EXAMPLES / "large-dense.yaml", policies)
     assert plan.outcome.schedule == "dualpipev"
     assert (plan.status, plan.schedule, plan.tensor, plan.pipeline) == ("planned", "zb1p", 8, 32)
     assert plan.microbatches == plan.pipeline == 32
     worst = plan.memory.worst
     assert (worst.rank, worst.inflight, worst.layers) == (1, 31, 4)
-    assert worst.total / GIB == pytest.approx(72.24, abs=0.01)
+    assert worst.total / GIB == pytest.approx(64.49, abs=0.01)
+    assert plan.strategy is not None
+    assert (plan.strategy.account_for_embedding, plan.strategy.account_for_loss) == (True, True)
     assert plan.notes == (
         "dualpipev was not possible at any P up to 63 (126 layers, 2 stages per rank): "
         "dualpipev needs micro-batches >= 2 x ranks = 64 (got 32) [deepseek-ai/DualPipe "
         "dualpipev.py: num_chunks >= num_ranks * 2]",
+        "as written, no layout fits within 90% of the usable memory (67.6 GiB); the plan "
+        "switches activation_recompute: selective, recompute_modules: [core_attn, layernorm]",
     )
     dualpipev = plan.numbers("dualpipev")
     assert dualpipev is not None and dualpipev.bubble is None
@@ -310,11 +317,11 @@ def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, ca
     assert (plan.status, plan.schedule, plan.memory) == ("infeasible", None, None)
     assert plan.notes == (
         "1f1b was not possible at any P up to 64 (the policy's max_pipeline): P = 2, T = 4: "
-        "988.6 GiB per GPU does not fit",
+        "988.6 GiB per GPU is over 37.4 GiB",
         "zb1p was not possible at any P up to 64 (the policy's max_pipeline): P = 2, T = 4: "
-        "988.6 GiB per GPU does not fit",
+        "988.6 GiB per GPU is over 37.4 GiB",
         "interleaved-1f1b was not possible at any P up to 64 (the policy's max_pipeline): "
-        "P = 2, T = 4: 1055.6 GiB per GPU does not fit",
+        "P = 2, T = 4: 1055.6 GiB per GPU is over 37.4 GiB",
         "at the closest layout (P = 2, T = 4, full recompute) the worst rank after one more "
         "change, against 37.4 GiB usable: activation_storage: fp8 -> 863.3 GiB; "
         "activation_offload: true -> 863.5 GiB; gpus: 16 -> 579.2 GiB",
@@ -359,12 +366,15 @@ def test_dualpipev_never_plans_more_stages_than_layers(tmp_path, policies):
     in every stage (the validator's X014 for a proposal), so P = 8 is never tried. P = 2 and 4
     do not fit 37.4 GiB (39.39 GiB usable less 5%; P = 4: 51.1 GiB), and the plan falls back to
     DT002's acceptable zb1p at P = 8 (DP = 128, 64 sequences per DP rank: micro-batch 1 gives
-    M/P = 8; its worst rank, the last with the output layer and logits, 33.8 GiB)."""
+    M/P = 8; its worst rank, the last with the output layer and logits, 33.8 GiB: over the
+    planner's 90% margin, 33.7 GiB, which no layout meets, so the plan says so)."""
     plan = plan_of(write(tmp_path, SHALLOW), policies)
     assert (plan.schedule, plan.pipeline, plan.microbatches) == ("zb1p", 8, 64)
     assert plan.notes == (
         "dualpipev was not possible at any P up to 6 (12 layers, 2 stages per rank): P = 4, "
-        "T = 1: 51.1 GiB per GPU does not fit",
+        "T = 1: 51.1 GiB per GPU is over 37.4 GiB",
+        "no layout keeps the worst rank within 90% of the usable memory (33.7 GiB); this one "
+        "needs 33.8 of 37.4 GiB",
     )
 
 
@@ -378,9 +388,9 @@ def test_an_infeasible_note_quotes_the_stage_closest_to_fitting(tmp_path, polici
     assert plan.status == "infeasible"
     assert plan.notes == (
         "dualpipev was not possible at any P up to 6 (12 layers, 2 stages per rank): P = 4, "
-        "T = 1: 93.3 GiB per GPU does not fit",
+        "T = 1: 93.3 GiB per GPU is over 37.4 GiB",
         "zb1p was not possible at any P up to 12 (12 layers, 1 stage per rank): P = 8, T = 1: "
-        "62.2 GiB per GPU does not fit",
+        "62.2 GiB per GPU is over 37.4 GiB",
         "at the closest layout (P = 8, T = 1, full recompute) the worst rank after one more "
         "change, against 37.4 GiB usable: activation_storage: fp8 -> 62.0 GiB; "
         "activation_offload: true -> 62.2 GiB; tensor: 2 -> 32.3 GiB; gpus: 2048 -> 61.7 GiB",
@@ -396,12 +406,13 @@ def test_an_invalid_manifest_has_nothing_to_plan(capsys):
 def test_an_unwritten_expert_size_in_a_parallelism_section_is_kept_at_1(tmp_path, policies):
     """A parallelism section without `expert` means expert = 1, which the policies judged (DT001
     does not fire, DT002 picks DualPipeV): the planner keeps EP = 1 instead of choosing 64 and
-    contradicting the decision (T = 8 so that the 671B model fits without EP: P = 8)."""
+    contradicting the decision (T = 8 so that the 671B model fits without EP: P = 16 keeps it
+    within the planner's 90% memory margin)."""
     doc = merged(example("frontier-moe"), {"parallelism": {"expert": None, "tensor": 8}})
     plan = plan_of(write(tmp_path, doc), policies)
     assert plan.outcome.decision is not None and plan.outcome.decision.id == "DT002"
     assert (plan.schedule, plan.expert, plan.kernel.kernel) == ("dualpipev", 1, "none")
-    assert (plan.tensor, plan.pipeline) == (8, 8)
+    assert (plan.tensor, plan.pipeline) == (8, 16)
 
 
 def test_ep_times_tp_not_dividing_the_ranks_is_planned_not_an_internal_error(
@@ -440,12 +451,12 @@ def test_unset_micro_batch_size_is_chosen_for_m_over_p_in_the_target_range(tmp_p
 def test_unset_micro_batch_size_takes_the_closest_m_over_p_when_the_range_is_impossible(
     tmp_path, policies
 ):
-    """frontier-moe without micro_batch_size: at P = 16 each DP rank has 15360 / 128 = 120
-    sequences, so M/P <= 120/16 = 7.5 at micro-batch 1: below 8 whatever the size; 7.5 is the
+    """frontier-moe without micro_batch_size: at P = 32 each DP rank has 15360 / 64 = 240
+    sequences, so M/P <= 240/32 = 7.5 at micro-batch 1: below 8 whatever the size; 7.5 is the
     closest."""
     doc = merged(example("frontier-moe"), {"training": {"micro_batch_size": None}})
     plan = plan_of(write(tmp_path, doc), policies)
-    assert (plan.pipeline, plan.micro_batch_size, plan.microbatches) == (16, 1, 120)
+    assert (plan.pipeline, plan.micro_batch_size, plan.microbatches) == (32, 1, 240)
     assert (
         "M/P = 7.50; micro-batch size chosen for M/P as close as the global batch allows to 8..16"
     ) in render_markdown(plan, policies)
@@ -503,12 +514,12 @@ def test_gpu_hours_arithmetic_frontier_moe(policies):
     ideal  = 6 x 37e9 active x 14.8e12 tokens / (989e12 x 0.35 x 3600)
            = 3.2856e24 / 1.246140e18 = 2,636,621.9 GPU-hours
              (DeepSeek-V3 reports 2.664M H800 GPU-hours for the same tokens)
-    DualPipe, P = 16, M = 120, F = 1, B = 2, W = 1, F&B = 3 (per chunk):
-      busy per rank = M (F + B) = 120 x 3 = 360; idle = (P/2 - 1)(F&B + B - 3W) = 7 x 2 = 14
-      makespan 374, bubble = 14/374 = 7/187;        hours = ideal x 187/180 = 2,739,157.2
-    1F1B: idle = (P - 1)(F + B) = 45, makespan 405, bubble = 45/405 = 1/9;
-                                                    hours = ideal x 9/8 = 2,966,199.6
-    saved vs 1F1B = ideal x (405/360 - 374/360) = ideal x 31/360 = 227,042.4 GPU-hours
+    DualPipe, P = 32, M = 240, F = 1, B = 2, W = 1, F&B = 3 (per chunk):
+      busy per rank = M (F + B) = 240 x 3 = 720; idle = (P/2 - 1)(F&B + B - 3W) = 15 x 2 = 30
+      makespan 750, bubble = 30/750 = 1/25;         hours = ideal x 25/24 = 2,746,481.1
+    1F1B: idle = (P - 1)(F + B) = 93, makespan 813, bubble = 93/813 = 31/271;
+                                                    hours = ideal x 813/720 = 2,977,185.5
+    saved vs 1F1B = ideal x (813 - 750)/720 = ideal x 7/80 = 230,704.4 GPU-hours
     """
     plan = plan_of(EXAMPLES / "frontier-moe.yaml", policies)
     data = plan_dict(plan, policies)
@@ -517,31 +528,31 @@ def test_gpu_hours_arithmetic_frontier_moe(policies):
     assert data["ideal_gpu_hours"] == pytest.approx(ideal, rel=1e-12)
     assert data["ideal_gpu_hours"] == pytest.approx(2_636_621.89, abs=0.01)
     rows = {c["schedule"]: c for c in data["candidates"]}
-    assert Fraction(rows["dualpipe"]["bubble_fraction"]).limit_denominator(1000) == Fraction(7, 187)
-    assert Fraction(rows["1f1b"]["bubble_fraction"]).limit_denominator(1000) == Fraction(1, 9)
-    assert rows["dualpipe"]["makespan_forward_chunks"] == 374
-    assert rows["1f1b"]["makespan_forward_chunks"] == 405
-    assert rows["dualpipe"]["gpu_hours"] == pytest.approx(ideal * 187 / 180, rel=1e-12)
-    assert rows["1f1b"]["gpu_hours"] == pytest.approx(ideal * 9 / 8, rel=1e-12)
+    assert Fraction(rows["dualpipe"]["bubble_fraction"]).limit_denominator(1000) == Fraction(1, 25)
+    assert Fraction(rows["1f1b"]["bubble_fraction"]).limit_denominator(1000) == Fraction(31, 271)
+    assert rows["dualpipe"]["makespan_forward_chunks"] == 750
+    assert rows["1f1b"]["makespan_forward_chunks"] == 813
+    assert rows["dualpipe"]["gpu_hours"] == pytest.approx(ideal * 25 / 24, rel=1e-12)
+    assert rows["1f1b"]["gpu_hours"] == pytest.approx(ideal * 813 / 720, rel=1e-12)
     saved = rows["1f1b"]["gpu_hours"] - rows["dualpipe"]["gpu_hours"]
-    assert saved == pytest.approx(ideal * 31 / 360, rel=1e-9)
-    assert saved == pytest.approx(227_042.44, abs=0.01)
+    assert saved == pytest.approx(ideal * 7 / 80, rel=1e-9)
+    assert saved == pytest.approx(230_704.42, abs=0.01)
     text = render_markdown(plan, policies)
-    assert "| GPU-hours for 14.8T tokens | 2,739,157 (227,042 saved vs 1F1B) |\n" in text
+    assert "| GPU-hours for 14.8T tokens | 2,746,481 (230,704 saved vs 1F1B) |\n" in text
 
 
 def test_op_times_in_seconds_frontier_moe(policies):
     """F = 2 x active/(P x T) x tokens per micro-batch / (peak x efficiency)
-         = 2 x (37e9 / 16) x (1 x 4096) / (989e12 x 0.35) = 1.8944e13 / 3.4615e14 = 0.054728 s;
+         = 2 x (37e9 / 32) x (1 x 4096) / (989e12 x 0.35) = 9.472e12 / 3.4615e14 = 0.027364 s;
     B = 2F, W = F, F&B = 3F (policies/planner.yaml op_time_ratios)."""
     data = plan_dict(plan_of(EXAMPLES / "frontier-moe.yaml", policies), policies)
-    forward = 2 * (37e9 / 16) * 4096 / (989e12 * 0.35)
+    forward = 2 * (37e9 / 32) * 4096 / (989e12 * 0.35)
     # 9 significant digits, the others exact decimal multiples (so `dpguard bubble` takes them)
     assert data["op_times_seconds"] == {
-        "forward": 0.0547277192,
-        "backward": 0.1094554384,
-        "weight": 0.0547277192,
-        "overlapped": 0.1641831576,
+        "forward": 0.0273638596,
+        "backward": 0.0547277192,
+        "weight": 0.0273638596,
+        "overlapped": 0.0820915788,
     }
     assert data["op_time_ratios"]["backward"] == 2.0
     assert data["op_time_ratios"]["weight"] == 1.0
@@ -550,7 +561,7 @@ def test_op_times_in_seconds_frontier_moe(policies):
         {"forward": forward, "backward": 2 * forward, "weight": forward, "overlapped": 3 * forward},
         rel=1e-8,
     )
-    assert forward == pytest.approx(0.054728, abs=1e-6)
+    assert forward == pytest.approx(0.027364, abs=1e-6)
 
 
 def test_op_times_divide_by_tensor_and_context(tmp_path, policies):
@@ -592,20 +603,21 @@ def test_plan_bubbles_equal_dpguard_bubble_and_the_simulator(name, policies, cap
 
 
 def test_rollback_trigger_is_expected_utilisation_less_the_margin(policies):
-    """frontier-moe: expected = 100 x (1 - 7/187) = 96.257%; threshold = 96.257 - 5 = 91.257%;
-    the simpler schedule (policies/planner.yaml rollback.simpler) is DualPipeV, at
-    100 x (1 - 1/25) = 96% at the same P and M (simulated: makespan 375, idle 15 per rank)."""
+    """frontier-moe (P = 32, M = 240): expected = 100 x (1 - 1/25) = 96%; threshold = 96 - 5 =
+    91%; the simpler schedule (policies/planner.yaml rollback.simpler) is DualPipeV, at
+    100 x (1 - 31/751) = 95.87% at the same P and M (simulated: makespan 751, idle 31 per
+    rank)."""
     plan = plan_of(EXAMPLES / "frontier-moe.yaml", policies)
-    assert plan.expected_utilization == pytest.approx(100 * 180 / 187, rel=1e-12)
-    assert plan.rollback_threshold == pytest.approx(100 * 180 / 187 - 5, rel=1e-12)
+    assert plan.expected_utilization == pytest.approx(96, rel=1e-12)
+    assert plan.rollback_threshold == pytest.approx(91, rel=1e-12)
     assert plan.rollback_to == "dualpipev"
     fallback = plan.numbers("dualpipev")
-    assert fallback is not None and fallback.bubble == pytest.approx(1 / 25, rel=1e-12)
+    assert fallback is not None and fallback.bubble == pytest.approx(31 / 751, rel=1e-12)
     data = plan_dict(plan, policies)
     assert data["rollback"] == {
         "to": "dualpipev",
-        "threshold_percent": pytest.approx(91.2567, abs=1e-4),
-        "expected_utilization_percent": pytest.approx(96.2567, abs=1e-4),
+        "threshold_percent": pytest.approx(91, abs=1e-4),
+        "expected_utilization_percent": pytest.approx(96, abs=1e-4),
         "steps": 1000,
     }
 
@@ -759,10 +771,10 @@ def test_every_example_has_a_golden_plan_or_is_invalid():
 
 def test_docs_policy_examples_load_and_the_memory_headroom_claim_holds(tmp_path, policies):
     """docs/planner.md: its policy sets load, and with the first one (`memory_headroom: 0.10`,
-    71.2 GiB usable of 79.1) the frontier MoE plans DualPipe at P = 32, M = 240, because the
-    P = 16 layout's worst rank (72.6 GiB) fits the shipped 75.1 GiB but not 71.2. Its
-    `memory_uncertainty` bands layer too: they move the low and high bounds, not the plan's
-    central estimate."""
+    71.2 GiB usable of 79.1) the frontier MoE's own P = 16 layout (72.6 GiB) is likely-oom where
+    it fits the shipped 75.1 GiB; the plan is P = 32, M = 240 with both (P = 16 is over the
+    90% margin of either). Its `memory_uncertainty` bands layer too: they move the low and high
+    bounds, not the plan's central estimate."""
     text = (REPO / "docs" / "planner.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
     assert len(blocks) == 2
@@ -775,8 +787,9 @@ def test_docs_policy_examples_load_and_the_memory_headroom_claim_holds(tmp_path,
     assert "memory_headroom: 0.10" in blocks[0] and "memory_uncertainty:" in blocks[0]
     manifest = EXAMPLES / "frontier-moe.yaml"
     shipped = plan_of(manifest, policies)
-    assert (shipped.schedule, shipped.pipeline, shipped.microbatches) == ("dualpipe", 16, 120)
-    assert shipped.memory.worst.total / GIB == pytest.approx(72.59, abs=0.01)
+    assert (shipped.schedule, shipped.pipeline, shipped.microbatches) == ("dualpipe", 32, 240)
+    assert shipped.outcome.facts["proposal.memory_verdict"] == "fits"
+    assert shipped.outcome.facts["proposal.stage_memory_gb"] == pytest.approx(72.59, abs=0.01)
     layered = load_policies([paths[0]])
     plan = plan_of(manifest, layered)
     assert (plan.schedule, plan.pipeline, plan.microbatches) == ("dualpipe", 32, 240)

@@ -29,6 +29,7 @@ class ScheduleNumbers:
     makespan_chunks: float | None  # in units of F, the forward of one 1/P stage (op_times)
     violations: tuple[str, ...]  # why the schedule cannot run at this P and M
     virtual_stages: int = 1  # chunks per rank simulated (interleaved 1F1B: at least 2)
+    method: str = "simulated"  # or "closed form": beyond the simulator's size, where exact
 
 
 @dataclass(frozen=True)
@@ -107,27 +108,28 @@ def _kernel(manifest: Manifest, tensor: int, expert: int, settings: Mapping[str,
 def _schedule_numbers(
     manifest: Manifest, strategy: sizing.Strategy, settings: Mapping[str, Any], name: str
 ) -> ScheduleNumbers:
+    from dpguard.schedules import SCHEDULES as SPECS
     from dpguard.schedules import check
 
     # Interleaved 1F1B is compared at v >= 2 (with v = 1 it is plain 1F1B).
     virtual = max(2, strategy.virtual_stages) if name == "interleaved-1f1b" else 1
     s = replace(strategy, schedule=name, virtual_stages=virtual)
     problems = tuple(check(name, s.pipeline, s.microbatches, virtual))
-    if not problems and (big := sizing.too_large(s)):
-        problems = (big,)
-    result = None if problems else sizing.simulation(s, settings)
+    result = None if problems else sizing.bubble(s, settings)
     if result is None:
-        return ScheduleNumbers(name, None, None, None, problems or ("not simulated",), virtual)
-    bubble = float(result.bubble_fraction)
+        big = sizing.too_large(s)
+        why = problems or ((f"{big}, and it has no exact closed form",) if big else ())
+        return ScheduleNumbers(name, None, None, None, why or ("not simulated",), virtual)
     return ScheduleNumbers(
         name,
-        bubble,
-        sizing.gpu_hours(manifest, bubble, settings),
+        result.fraction,
+        sizing.gpu_hours(manifest, result.fraction, settings),
         # The simulator counts in the schedule's own chunks (1/v of a stage for interleaved,
         # 1/2 for DualPipeV): rescale so every row shares one unit.
-        float(result.makespan * result.chunk_size),
+        result.makespan * float(SPECS[name].chunk_size(virtual)),
         (),
         virtual,
+        result.method,
     )
 
 
@@ -169,6 +171,8 @@ def _judge(
         microbatches=s.microbatches,
         schedule=None if schedule == "none" else schedule,
         untie_embeddings=True if p is None else p.untie_embeddings or schedule == "dualpipe",
+        account_for_embedding=s.account_for_embedding,
+        account_for_loss=s.account_for_loss,
     )
     planned = replace(
         manifest,
@@ -264,17 +268,9 @@ def judge_schedules(plan: Plan, policies: Policies) -> dict[str, tuple[str, ...]
     text review does not need."""
     out: dict[str, tuple[str, ...]] = {}
     for c in plan.candidates:
-        if c.bubble is None:
+        if c.bubble is None or plan.strategy is None:
             continue
-        s = sizing.Strategy(
-            c.schedule,
-            plan.tensor,
-            plan.pipeline,
-            plan.expert,
-            plan.context,
-            c.virtual_stages,
-            plan.microbatches,
-        )
+        s = replace(plan.strategy, schedule=c.schedule, virtual_stages=c.virtual_stages)
         findings = _judge(policies, plan.manifest, s, plan.micro_batch_size, c.schedule)
         out[c.schedule] = tuple(dict.fromkeys(f.code for f in findings))
     return out

@@ -4,13 +4,18 @@ from the policies (decision table and refusals), never from here.
 The search, in words (docs/planner.md):
 1. Refused (RF003-style `none`) or a model that fits one GPU: no pipeline, data parallel (plus
    the smallest tensor parallel size that fits, for a refused plan).
-2. Otherwise, for each tensor size (the proposal's, else the policy's candidates), the smallest
-   P up to the cap at which the worst stage fits in memory with the policy headroom, with gpus
-   divisible by T x P x C, at least one layer per stage, and a micro-batch count the schedule
-   accepts; of those, the first (smallest T) with M/P in the target range, else the least
-   simulated bubble. The schedule is the policy's; if no P admits it, the decision row's
+2. Otherwise, for each tensor size inside the scale-up domain (the proposal's, else the
+   policy's candidates), the smallest P up to the cap that splits the layers evenly (with the
+   embedding and loss counted where that helps, as Llama 3 does) and at which the worst rank
+   fits the memory target, with gpus divisible by T x P x C, at least one layer per stage
+   and a micro-batch count the schedule accepts; failing an even split, the smallest P that
+   fits. Of the tensor sizes, the first with M/P in the target range, else the least
+   closed-form bubble. The schedule is the policy's; if no P admits it, the decision row's
    acceptable schedules are tried in order, and the plan says why.
-3. M = global batch / (micro-batch size x DP). When the manifest leaves micro_batch_size unset,
+3. The memory target is `planner.memory_margin` of the usable memory, first as written, then
+   with the cheap levers (SP, selective recompute of cheap modules); then the usable memory
+   itself; full recompute last. The plan notes every lever and a relaxed margin.
+4. M = global batch / (micro-batch size x DP). When the manifest leaves micro_batch_size unset,
    the planner picks it so that M/P falls in the policy's target range (else the closest).
 """
 
@@ -65,9 +70,14 @@ def _mbs_choices(
     return sorted(_divisors(gbs // dp), key=distance)
 
 
-# Layouts that ran but did not fit, with their worst-rank bytes: the closest one is where the
-# infeasible note prices the remedies.
-Tried = list[tuple[float, Manifest, sizing.Strategy]]
+@dataclass
+class _Attempt:
+    """One pass of the layout search: the memory a plan may use (`limit`, bytes per GPU) and
+    the layouts that ran but did not fit, with their worst-rank bytes, shared by every pass: the
+    closest one is where the infeasible note prices the remedies."""
+
+    limit: float
+    closest: list[tuple[float, Manifest, sizing.Strategy]]
 
 
 def _fit(
@@ -75,11 +85,11 @@ def _fit(
     base: sizing.Strategy,
     settings: Mapping[str, Any],
     why: list[str],
-    closest: Tried,
+    attempt: _Attempt,
 ) -> Candidate | None:
-    """The best micro-batch size at which `base` runs and fits; otherwise appends one reason to
-    `why`: the memory of the smallest stage that ran (the closest to fitting), else the first
-    schedule constraint that failed."""
+    """The best micro-batch size at which `base` runs and fits `attempt.limit`; otherwise
+    appends one reason to `why`: the memory of the smallest stage that ran (the closest to
+    fitting), else the first schedule constraint that failed."""
     from dpguard.schedules import check
 
     dp = sizing.data_parallel(manifest, base)
@@ -98,15 +108,15 @@ def _fit(
             continue
         sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
         estimate = sizing.stage_memory(sized, s, settings)
-        if estimate is not None and sizing.fits(sized, estimate, settings):
+        if estimate is not None and estimate.worst.total <= attempt.limit:
             return Candidate(s, mbs, estimate)
         if estimate is not None and (smallest is None or estimate.worst.total < smallest):
             smallest = estimate.worst.total
-            closest.append((estimate.worst.total, sized, s))
+            attempt.closest.append((estimate.worst.total, sized, s))
     if smallest is not None:
         why.append(
             f"P = {base.pipeline}, T = {base.tensor}: {smallest / sizing.GIB:.1f} GiB per GPU "
-            "does not fit"
+            f"is over {attempt.limit / sizing.GIB:.1f} GiB"
         )
     elif violated:
         why.append(violated[0])
@@ -150,6 +160,28 @@ def _pipelines(
             yield p
 
 
+_SPLITS = ((False, False), (True, True), (True, False))
+
+
+def _splits(manifest: Manifest, stages: int) -> tuple[tuple[bool, bool], bool]:
+    """(account_for_embedding, account_for_loss) for `stages` stages, and whether it puts the
+    same number of layers on every stage. A split the manifest writes is the only one tried;
+    otherwise no accounting, then the embedding and loss both counted (Llama 3 405B: 126 + 2
+    over 16 stages; Megatron's account-for-embedding/loss flags), then the embedding alone."""
+    p, layers = manifest.parallelism, manifest.model.layers
+    keys = manifest.source.keys
+    if p is not None and (
+        ("parallelism", "account_for_embedding") in keys
+        or ("parallelism", "account_for_loss") in keys
+    ):
+        written = (p.account_for_embedding, p.account_for_loss)
+        return written, (layers + sum(written)) % stages == 0
+    for split in _SPLITS:
+        if (layers + sum(split)) % stages == 0:
+            return split, True
+    return _SPLITS[0], False
+
+
 def _smallest_pipeline(
     manifest: Manifest,
     schedule: str,
@@ -158,10 +190,18 @@ def _smallest_pipeline(
     virtual: int,
     settings: Mapping[str, Any],
     why: list[str],
-    closest: Tried,
+    attempt: _Attempt,
 ) -> Candidate | None:
+    """The smallest P that fits and splits the layers evenly over its stages; failing that,
+    the smallest P that fits (the plan then lists ADV002 with its reason)."""
+    from dpguard.schedules import SCHEDULES
+
     cap = _cap(manifest, schedule, virtual, settings)
+    uneven: Candidate | None = None
     for pipe in _pipelines(manifest, tensor, context, settings, cap):
+        split, even = _splits(manifest, SCHEDULES[schedule].stages(pipe, virtual))
+        if uneven is not None and not even:
+            continue
         ep = _expert_size(manifest, tensor, pipe, settings)
         if (manifest.cluster.gpus // pipe) % ep:
             # Expert parallelism borrows T x C x DP = gpus / P ranks (X009): a proposal's EP
@@ -169,21 +209,17 @@ def _smallest_pipeline(
             ranks = manifest.cluster.gpus // pipe
             why.append(f"P = {pipe}: expert parallel size {ep} does not divide {ranks} ranks")
             continue
-        base = sizing.Strategy(schedule, tensor, pipe, ep, context, virtual, 1)
-        found = _fit(manifest, base, settings, why, closest)
-        if found is not None:
+        base = sizing.Strategy(schedule, tensor, pipe, ep, context, virtual, 1, *split)
+        found = _fit(manifest, base, settings, why, attempt)
+        if found is not None and even:
             return found
-    return None
-
-
-def _bubble(candidate: Candidate, settings: Mapping[str, Any]) -> float:
-    result = sizing.simulation(candidate.strategy, settings)
-    return float(result.bubble_fraction) if result is not None else 1.0
+        uneven = uneven or found
+    return uneven
 
 
 def _preferred(fitting: list[Candidate], settings: Mapping[str, Any]) -> Candidate:
     """Tensor parallelism only as much as needed: the first tensor size (policy order) whose
-    plan puts M/P in the target range; if none does, the least simulated bubble, then the
+    plan puts M/P in the target range; if none does, the least closed-form bubble, then the
     smaller T. (M/P = global batch x T x C / (micro-batch x GPUs) grows with T; the bubble
     model has no tensor-parallel communication, so bubble alone would always pick the
     largest T.)"""
@@ -193,7 +229,9 @@ def _preferred(fitting: list[Candidate], settings: Mapping[str, Any]) -> Candida
     for c in fitting:
         if target["min"] <= c.strategy.microbatches / c.strategy.pipeline <= target["max"]:
             return c
-    return min(fitting, key=lambda c: (_bubble(c, settings), c.strategy.tensor))
+    return min(
+        fitting, key=lambda c: (sizing.estimated_bubble(c.strategy, settings), c.strategy.tensor)
+    )
 
 
 def _search_layout(
@@ -201,12 +239,21 @@ def _search_layout(
     schedules: tuple[str, ...],
     settings: Mapping[str, Any],
     pipeline_needed: bool,
-    closest: Tried,
+    attempt: _Attempt,
 ) -> SearchResult:
     """Plan for the first schedule of `schedules` that some P admits (see module docstring)."""
     p = manifest.parallelism
     fixed_tensor = p is not None and ("parallelism", "tensor") in manifest.source.keys
-    candidates = list(settings["planner"]["tensor_candidates"])
+    domain = manifest.tensor_domain
+    candidates = [t for t in settings["planner"]["tensor_candidates"] if t <= domain]
+    notes: list[str] = []
+    if fixed_tensor and p and p.tensor > domain:
+        # HR013 rejects the proposal's size: plan with the sizes that stay on one fabric.
+        notes.append(
+            f"the proposal's tensor size {p.tensor} spans more than {domain} GPUs (HR013): "
+            "the plan keeps tensor parallelism inside the scale-up domain"
+        )
+        fixed_tensor = False
     tensors = [p.tensor] if fixed_tensor and p else candidates
     if not pipeline_needed and fixed_tensor and p:
         # No pipeline (refused, or the model fits one GPU): data + tensor parallel, so a larger
@@ -215,7 +262,6 @@ def _search_layout(
     tensors = [t for t in tensors if sizing.tensor_divides(manifest, t)]
     context = p.context if p is not None else 1
     virtual = p.virtual_stages if p is not None else 1
-    notes: list[str] = []
     why: list[str] = []
     if not pipeline_needed:
         for t in tensors:
@@ -225,11 +271,11 @@ def _search_layout(
             base = sizing.Strategy(
                 "none", t, 1, _expert_size(manifest, t, 1, settings), context, 1, 1
             )
-            found = _fit(manifest, base, settings, why, closest)
+            found = _fit(manifest, base, settings, why, attempt)
             if found is not None:
-                return SearchResult(found, ())
+                return SearchResult(found, tuple(notes))
         reason = why[-1] if why else "no tensor-parallel size is possible"
-        return SearchResult(None, (f"without a pipeline nothing fits: {reason}",))
+        return SearchResult(None, (*notes, f"without a pipeline nothing fits: {reason}"))
     for schedule in schedules:
         why = []
         fitting = [
@@ -237,7 +283,7 @@ def _search_layout(
             for t in tensors
             if (
                 found := _smallest_pipeline(
-                    manifest, schedule, t, context, virtual, settings, why, closest
+                    manifest, schedule, t, context, virtual, settings, why, attempt
                 )
             )
         ]
@@ -302,41 +348,70 @@ def search(
     settings: Mapping[str, Any],
     pipeline_needed: bool,
 ) -> SearchResult:
-    """The layout search with the manifest's training settings; when nothing fits, again with
-    each lever of `levers` in turn (accumulating), and the plan says which it switched. When
-    still nothing fits, the notes price what would: the remedies at the closest layout."""
-    closest: Tried = []
-    result = _search_layout(manifest, schedules, settings, pipeline_needed, closest)
-    if result.candidate is not None:
-        return result
-    changes: dict[str, Any] = {}
+    """The layout search, first keeping the worst rank within the policy's `memory_margin` of
+    usable memory, with the manifest's training settings and then each cheap lever of `levers`
+    in turn (accumulating); then up to the usable memory itself; full recompute (a third more
+    compute) comes last, margin first. The plan says which lever it switched and when it
+    gave up the margin. When still nothing fits, the notes price what would: the remedies at
+    the closest layout."""
+    usable = sizing.usable_bytes(manifest, settings)
+    margin = float(settings["planner"].get("memory_margin", 1.0))
+    steps: list[dict[str, Any]] = [{}]
     for lever in levers(manifest):
-        changes.update(lever)
+        changes = {**steps[-1], **lever}
         if changes.get("activation_recompute") == "full":
             changes.pop("recompute_modules", None)  # X020: modules only with selective
+        steps.append(changes)
+    cheap = [c for c in steps if c.get("activation_recompute") != "full"]
+    full = [c for c in steps if c.get("activation_recompute") == "full"]
+    order = [(c, margin) for c in cheap] + [(c, 1.0) for c in cheap]
+    order += [(c, share) for c in full for share in (margin, 1.0)]
+    closest: list[tuple[float, Manifest, sizing.Strategy]] = []
+    as_written: SearchResult | None = None  # why nothing fits, told against usable memory
+    for changes, share in order:
         switched = replace(manifest, training=replace(manifest.training, **changes))
-        found = _search_layout(switched, schedules, settings, pipeline_needed, closest)
-        if found.candidate is not None:
-            said = _describe(changes)
+        attempt = _Attempt(share * usable, closest)
+        found = _search_layout(switched, schedules, settings, pipeline_needed, attempt)
+        if not changes and share == 1.0:
+            as_written = found
+        if found.candidate is None:
+            continue
+        notes = list(found.notes)
+        said = _describe(changes)
+        if said:
             if ("training", "recompute_modules") in manifest.source.keys and (
                 changes.get("activation_recompute") == "full"
             ):
                 said = (*said, "recompute_modules removed")
-            note = "nothing fits as written; the plan switches " + ", ".join(said)
-            return SearchResult(found.candidate, (*found.notes, note), said, tuple(changes.items()))
+            where = (
+                f"within {margin:.0%} of the usable memory ({share * usable / sizing.GIB:.1f} GiB)"
+                if share < 1.0
+                else "the usable memory"
+            )
+            notes.append(
+                f"as written, no layout fits {where}; the plan switches " + ", ".join(said)
+            )
+        if share > margin:
+            worst = found.candidate.memory.worst.total
+            notes.append(
+                f"no layout keeps the worst rank within {margin:.0%} of the usable memory "
+                f"({margin * usable / sizing.GIB:.1f} GiB); this one needs "
+                f"{worst / sizing.GIB:.1f} of {usable / sizing.GIB:.1f} GiB"
+            )
+        return SearchResult(found.candidate, tuple(notes), said, tuple(changes.items()))
+    assert as_written is not None
     if closest:
         _, sized, strategy = min(closest, key=lambda c: c[0])
         priced = sizing.remedies(sized, strategy, settings, more_gpus=True)
         if priced:
             what = "; ".join(f"{change} -> {gib:.1f} GiB" for change, gib in priced)
-            limit = sizing.usable_bytes(manifest, settings) / sizing.GIB
             return SearchResult(
                 None,
                 (
-                    *result.notes,
+                    *as_written.notes,
                     f"at the closest layout (P = {strategy.pipeline}, T = {strategy.tensor}, "
                     f"{sized.training.activation_recompute} recompute) the worst rank after one "
-                    f"more change, against {limit:.1f} GiB usable: {what}",
+                    f"more change, against {usable / sizing.GIB:.1f} GiB usable: {what}",
                 ),
             )
-    return result
+    return as_written

@@ -43,6 +43,12 @@ _SPECS = (
     _f("metadata.name", "str", "run name"),
     _f("cluster.gpus", "int", "total accelerators"),
     _f("cluster.gpus_per_node", "int", "accelerators per node"),
+    _f(
+        "cluster.scale_up_domain",
+        "int",
+        "GPUs one scale-up fabric joins (catalog; gpus_per_node for custom)",
+        anchor="cluster.accelerator",
+    ),
     _f("cluster.accelerator", "str", "canonical catalog id, or custom"),
     _f(
         "cluster.vendor",
@@ -119,6 +125,8 @@ _SPECS = (
     ),
     _f("parallelism.schedule", "str", "proposed schedule (unset: dpguard picks)", SCHEDULES),
     _f("parallelism.untie_embeddings", "bool", "embedding and output weights untied"),
+    _f("parallelism.account_for_embedding", "bool", "the pipeline split counts the embedding"),
+    _f("parallelism.account_for_loss", "bool", "the pipeline split counts the output layer"),
     _f(
         "communication.all_to_all_kernel",
         "str",
@@ -126,6 +134,18 @@ _SPECS = (
         ("none", "nccl", "deepep", "pplx", "uccl-ep", "mori", "custom"),
     ),
     _f("derived.nodes", "int", "nodes = ceil(gpus / gpus_per_node)", anchor="cluster.gpus"),
+    _f(
+        "derived.tensor_domain",
+        "int",
+        "the most GPUs a tensor-parallel group may span: max(gpus_per_node, scale_up_domain)",
+        anchor="cluster.gpus_per_node",
+    ),
+    _f(
+        "derived.tensor_beyond_domain",
+        "bool",
+        "the proposal's tensor-parallel size is larger than derived.tensor_domain",
+        anchor="parallelism.tensor",
+    ),
     _f(
         "derived.proposed",
         "bool",
@@ -152,7 +172,7 @@ _SPECS = (
     _f(
         "derived.layers_per_stage_whole",
         "bool",
-        "layers divide evenly over the stages",
+        "layers (plus the embedding and loss where the split counts them) divide over the stages",
         anchor="parallelism.pipeline",
     ),
     _f(
@@ -378,6 +398,8 @@ ALWAYS_SET = frozenset(
         "training.micro_batch_size",
         "training.zero_stage",
         "derived.nodes",
+        "derived.tensor_domain",
+        "cluster.scale_up_domain",
     )
 )
 
@@ -418,6 +440,8 @@ def manifest_facts(manifest: Manifest) -> dict[str, Any]:
             facts[path] = node
     c, p = manifest.cluster, manifest.parallelism
     facts["derived.nodes"] = math.ceil(c.gpus / c.gpus_per_node)
+    facts["derived.tensor_domain"] = manifest.tensor_domain
+    facts["derived.tensor_beyond_domain"] = None if p is None else p.tensor > manifest.tensor_domain
     facts["derived.proposed"] = p is not None
     facts["derived.data_parallel"] = manifest.data_parallel
     facts["derived.microbatches"] = manifest.microbatches
@@ -429,7 +453,8 @@ def manifest_facts(manifest: Manifest) -> dict[str, Any]:
         stages = p.pipeline * p.virtual_stages
         facts["derived.stages"] = stages
         facts["derived.layers_per_stage"] = manifest.model.layers / stages
-        facts["derived.layers_per_stage_whole"] = manifest.model.layers % stages == 0
+        split = manifest.model.layers + p.accounted_layers
+        facts["derived.layers_per_stage_whole"] = split % stages == 0
         if manifest.microbatches is not None:
             facts["derived.microbatches_per_rank"] = manifest.microbatches / p.pipeline
     return facts
@@ -511,9 +536,9 @@ def sized_facts(
     for prefix, name in runs:
         if name is None or p.pipeline == 1:
             continue
-        result = sizing.simulation(strategy(name), settings)
+        result = sizing.bubble(strategy(name), settings)
         if result is not None:
-            bubble = float(result.bubble_fraction)
+            bubble = result.fraction
             facts[f"{prefix}.bubble"] = bubble
             facts[f"{prefix}.gpu_hours"] = sizing.gpu_hours(manifest, bubble, settings)
         if prefix.startswith("schedules."):
