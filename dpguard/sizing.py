@@ -146,27 +146,50 @@ def _virtual(s: Strategy) -> int:
     return s.virtual_stages if s.schedule == "interleaved-1f1b" else 1
 
 
-def too_large(s: Strategy) -> str | None:
-    """Why `s` is beyond the simulator's size limit, or None: such a strategy gets no simulated
-    bubble (it is still sized, and judged on memory), never an abort of the whole call."""
-    from dpguard.schedules import SCHEDULES
-    from dpguard.schedules.api import MAX_ITEMS
+# The largest run (stages x micro-batches) simulated step by step inside `review` and `plan`
+# (about 6 us per pair: 8,192 pairs take ~50 ms). Larger runs are simulated at a reference M
+# and extrapolated exactly (see `bubble`).
+SIMULATED_PAIRS = 8192
 
-    if s.schedule == "none":
+
+def _pairs(s: Strategy, microbatches: int) -> int:
+    from dpguard.schedules import SCHEDULES
+
+    return SCHEDULES[s.schedule].stages(s.pipeline, _virtual(s)) * microbatches
+
+
+def _reference(s: Strategy) -> int | None:
+    """The smallest micro-batch count >= 2P that the schedule accepts, or None. From there on
+    every rank's idle time no longer depends on M (warm-up and cool-down are complete: M >= P
+    for 1F1B, interleaved and ZB1P, M >= 2P for DualPipe and DualPipeV; tests/
+    test_bubble_estimate.py checks it against full simulations)."""
+    from dpguard.schedules import check
+
+    for m in range(2 * s.pipeline, 2 * s.pipeline + 4 * s.pipeline * max(_virtual(s), 1) + 2):
+        if m <= s.microbatches and not check(s.schedule, s.pipeline, m, _virtual(s)):
+            return m
+    return None
+
+
+def too_large(s: Strategy) -> str | None:
+    """Why `s` cannot get an exact bubble within the size limit, or None: such a strategy gets
+    no bubble (it is still sized, and judged on memory), never an abort of the whole call."""
+    if s.schedule == "none" or _pairs(s, s.microbatches) <= SIMULATED_PAIRS:
         return None
-    stages = SCHEDULES[s.schedule].stages(s.pipeline, _virtual(s))
-    if stages * s.microbatches <= MAX_ITEMS:
+    ref = _reference(s)
+    if ref is not None and _pairs(s, ref) <= SIMULATED_PAIRS:
         return None
+    stages = _pairs(s, 1)
     return (
         f"{stages} stages x {s.microbatches} micro-batches is too large to simulate exactly "
-        f"(limit {MAX_ITEMS:,} stage-micro-batch pairs)"
+        f"(limit {SIMULATED_PAIRS:,} stage-micro-batch pairs at the reference M = 2P)"
     )
 
 
 class Bubble(NamedTuple):
     fraction: float
     makespan: float  # in op-time units of the schedule's own chunks
-    method: str  # "simulated" | "closed form"
+    method: str  # "simulated" | "extrapolated" | "closed form"
 
 
 # Schedules whose published closed form, in its exact regime, is the idle time of *every*
@@ -197,16 +220,28 @@ def estimated_bubble(s: Strategy, settings: Mapping[str, Any]) -> float:
 
 
 def bubble(s: Strategy, settings: Mapping[str, Any]) -> Bubble | None:
-    """The bubble of `s`: simulated up to the simulator's size limit; beyond it, the exact
-    closed form where there is one (the page says which); else None (also when the
-    schedule's constraints reject `s`)."""
+    """The exact bubble of `s`, or None when the schedule's constraints reject it:
+    - up to SIMULATED_PAIRS, the step-by-step simulation;
+    - beyond, the simulation at the reference M (`_reference`), extrapolated: every rank's idle
+      time is the reference's and its work grows with M, so makespan(M) = makespan(ref) +
+      (M - ref) x work per micro-batch and the fraction follows exactly;
+    - beyond even that, the published closed form where it is exact; else None."""
     from dpguard.schedules import check
 
-    if s.schedule == "none" or check(s.schedule, s.pipeline, s.microbatches, _virtual(s)):
+    v = _virtual(s)
+    if s.schedule == "none" or check(s.schedule, s.pipeline, s.microbatches, v):
         return None
-    if not too_large(s):
-        r = _simulate(s.schedule, s.pipeline, s.microbatches, _virtual(s), op_times(settings))
+    times = op_times(settings)
+    if _pairs(s, s.microbatches) <= SIMULATED_PAIRS:
+        r = _simulate(s.schedule, s.pipeline, s.microbatches, v, times)
         return Bubble(float(r.bubble_fraction), float(r.makespan), "simulated")
+    ref = _reference(s)
+    if ref is not None and _pairs(s, ref) <= SIMULATED_PAIRS:
+        r = _simulate(s.schedule, s.pipeline, ref, v, times)
+        busy = [b * s.microbatches / ref for b in r.busy_per_rank]
+        makespan = busy[0] + r.idle_per_rank[0]
+        fraction = sum(r.idle_per_rank) / (s.pipeline * makespan)
+        return Bubble(float(fraction), float(makespan), "extrapolated")
     fraction, makespan, exact = _closed_form(s, settings)
     return Bubble(fraction, makespan, "closed form") if exact else None
 

@@ -33,6 +33,13 @@ def _gb(value: float) -> str:
     return f"{value / GIB:.1f}"
 
 
+_METHODS = {
+    "simulated": "exact simulation",
+    "extrapolated": "exact: simulated at M = 2P, idle times extrapolated",
+    "closed form": "exact closed form",
+}
+
+
 def _candidate(
     c: ScheduleNumbers, baseline: ScheduleNumbers | None, rejects: tuple[str, ...] = ()
 ) -> dict[str, Any]:
@@ -47,6 +54,7 @@ def _candidate(
         "gpu_hours": c.gpu_hours,
         "vs_1f1b": vs,
         "violations": "; ".join(c.violations),
+        "method": _METHODS.get(c.method, c.method),
         "policy": ("not allowed: " + ", ".join(rejects)) if rejects else "allowed",
     }
 
@@ -291,6 +299,7 @@ def plan_dict(plan: Plan, policies: Policies) -> dict[str, Any]:
                 "gpu_hours": c.gpu_hours,
                 "makespan_forward_chunks": c.makespan_chunks,
                 "violations": list(c.violations),
+                "method": c.method,
                 "policy_rejects": context["verdicts"].get(c.schedule, []),
                 "virtual_stages": c.virtual_stages,
             }
