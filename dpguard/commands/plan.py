@@ -14,7 +14,11 @@ HELP = "recommend P, M and a schedule for a manifest and print the one-page plan
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="MANIFEST", help="the training manifest")
     parser.add_argument(
-        "--format", choices=("markdown", "json"), default="markdown", help="default: markdown"
+        "--format",
+        choices=("markdown", "json", "yaml"),
+        default="markdown",
+        help="markdown (default): the one-page plan; json: its data; yaml: the parallelism "
+        "section and training keys to paste into the manifest, with the warnings it keeps",
     )
     add_policy_option(parser)
     parser.add_argument(
@@ -38,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
     plan = result.plan
     if args.format == "json":
         text = json.dumps(plan_dict(plan, policies), indent=2, sort_keys=True) + "\n"
+    elif args.format == "yaml":
+        from dpguard.planner.patch import render_yaml
+
+        text = render_yaml(plan)
     else:
         text = render_markdown(plan, policies, args.templates)
     sys.stdout.write(text)

@@ -14,6 +14,7 @@ from typing import Any
 
 from dpguard import compute, sizing
 from dpguard.catalog import load_catalog
+from dpguard.findings import Severity
 from dpguard.manifest import Manifest, Parallelism
 from dpguard.planner.search import Candidate, search
 from dpguard.policy.engine import Outcome, evaluate
@@ -61,9 +62,11 @@ class Plan:
     rollback_to: str | None
     rollback_threshold: float | None  # aggregate utilisation %, below which to roll back
     expected_utilization: float | None
-    plan_findings: tuple[Any, ...]  # findings of the policies on the plan's own strategy
+    plan_findings: tuple[Any, ...]  # rejects and refusals of the policies on the plan's layout
     notes: tuple[str, ...]
     training_changes: tuple[str, ...] = ()  # training settings the plan switches (`key: value`)
+    plan_warnings: tuple[Any, ...] = ()  # warnings the policies give the plan's own layout
+    training_settings: tuple[tuple[str, Any], ...] = ()  # the same changes as Training fields
     strategy: sizing.Strategy | None = None  # the plan's layout (None: infeasible)
     settings: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _simulated: dict[str, ScheduleNumbers] = field(
@@ -157,11 +160,18 @@ def _op_seconds(manifest: Manifest, c: Candidate, settings: Mapping[str, Any]) -
     }
 
 
+def untied(manifest: Manifest, schedule: str | None) -> bool:
+    """Embedding and output weights of the planned layout: as the manifest has them (tied
+    without a parallelism section, as the memory model reads it), untied for DualPipe (HR007)."""
+    p = manifest.parallelism
+    return schedule == "dualpipe" or (p is not None and p.untie_embeddings)
+
+
 def _judge(
     policies: Policies, manifest: Manifest, s: sizing.Strategy, mbs: int, schedule: str
-) -> tuple[Any, ...]:
-    """Evaluate a strategy with `schedule` by the same rules a proposal gets."""
-    p = manifest.parallelism
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """Evaluate a strategy with `schedule` by the same rules a proposal gets: (rejects and
+    refusals of this schedule, warnings)."""
     proposal = Parallelism(
         tensor=s.tensor,
         pipeline=s.pipeline,
@@ -170,7 +180,7 @@ def _judge(
         context=s.context,
         microbatches=s.microbatches,
         schedule=None if schedule == "none" else schedule,
-        untie_embeddings=True if p is None else p.untie_embeddings or schedule == "dualpipe",
+        untie_embeddings=untied(manifest, schedule),
         account_for_embedding=s.account_for_embedding,
         account_for_loss=s.account_for_loss,
     )
@@ -185,11 +195,15 @@ def _judge(
     # A refusal that only redirected the decision (to this plan's schedule) is already in
     # `plan.outcome.redirects`; keep the refusals that refuse this plan's own schedule.
     refusing = {r.id for r in policies.rules if r.kind == "refuse" and r.refuses_schedule(schedule)}
-    return tuple(
+    blocking = tuple(
         f
         for f in outcome.findings
         if f.kind == "reject" or (f.kind == "refuse" and f.code in refusing)
     )
+    warnings = tuple(
+        f for f in outcome.findings if f.kind == "advise" and f.severity is Severity.WARNING
+    )
+    return blocking, warnings
 
 
 def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
@@ -221,6 +235,11 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
         if c and schedule in SCHEDULES
         else None
     )
+    judged = (
+        _judge(policies, manifest, c.strategy, c.micro_batch_size, schedule)
+        if c and schedule
+        else ((), ())
+    )
     simpler = settings["rollback"]["simpler"].get(schedule) if schedule else None
     threshold = expected = None
     if chosen and chosen.bubble is not None:
@@ -251,11 +270,11 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
         rollback_to=simpler if threshold is not None else None,
         rollback_threshold=threshold,
         expected_utilization=expected,
-        plan_findings=_judge(policies, manifest, c.strategy, c.micro_batch_size, schedule)
-        if c and schedule
-        else (),
+        plan_findings=judged[0],
         notes=tuple(notes),
         training_changes=result.changes,
+        plan_warnings=judged[1],
+        training_settings=result.training,
         strategy=c.strategy if c else None,
         settings=settings,
     )
@@ -271,6 +290,6 @@ def judge_schedules(plan: Plan, policies: Policies) -> dict[str, tuple[str, ...]
         if c.bubble is None or plan.strategy is None:
             continue
         s = replace(plan.strategy, schedule=c.schedule, virtual_stages=c.virtual_stages)
-        findings = _judge(policies, plan.manifest, s, plan.micro_batch_size, c.schedule)
+        findings, _ = _judge(policies, plan.manifest, s, plan.micro_batch_size, c.schedule)
         out[c.schedule] = tuple(dict.fromkeys(f.code for f in findings))
     return out

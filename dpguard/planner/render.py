@@ -14,6 +14,7 @@ from dpguard import sizing
 from dpguard.errors import ConfigError
 from dpguard.manifest import format_quantity
 from dpguard.memory import GIB
+from dpguard.planner.patch import kept_warnings, manifest_patch
 from dpguard.planner.plan import Plan, ScheduleNumbers, judge_schedules
 from dpguard.policy.model import Policies
 from dpguard.policy.templates import pct, sandbox, thousands
@@ -197,6 +198,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "proposal": _proposal(plan),
         "findings": [_brief(f) for f in plan.outcome.findings],
         "plan_findings": [_brief(f) for f in plan.plan_findings],
+        "kept_warnings": [dict(k._asdict()) for k in kept_warnings(plan)],
         "notes": list(plan.notes),
         "assumptions": assumptions,
         "policies": policy_line(policies).removeprefix("policies: "),
@@ -322,6 +324,8 @@ def plan_dict(plan: Plan, policies: Policies) -> dict[str, Any]:
         },
         "findings": [finding_dict(f) for f in plan.outcome.findings],
         "plan_findings": [finding_dict(f) for f in plan.plan_findings],
+        "patch": manifest_patch(plan),
+        "kept_warnings": context["kept_warnings"],
         "notes": list(plan.notes),
         "assumptions": context["assumptions"],
         "policies": [

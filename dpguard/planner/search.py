@@ -54,11 +54,13 @@ def _divisors(n: int) -> list[int]:
 def _mbs_choices(
     manifest: Manifest, dp: int, s: sizing.Strategy, settings: Mapping[str, Any]
 ) -> list[int]:
-    """Micro-batch sizes to try, best first. A size the manifest writes is the only choice."""
+    """Micro-batch sizes to try, best first. A size the manifest writes is the only choice, and
+    so is the manifest's (default 1) without a pipeline: there is no bubble to amortise, and
+    it is the size at which the policies found the model fits one GPU (HR004)."""
     gbs = manifest.training.global_batch_size
     if gbs % dp:
         return []
-    if ("training", "micro_batch_size") in manifest.source.keys:
+    if ("training", "micro_batch_size") in manifest.source.keys or s.schedule == "none":
         mbs = manifest.training.micro_batch_size
         return [mbs] if (gbs // dp) % mbs == 0 else []
     target = settings["planner"]["microbatches_per_rank"]
