@@ -54,4 +54,5 @@ CODES: dict[str, str] = {
     "X025": "the shape implies a parameter count far from the declared one (warning)",
     "X026": "global batch looks like a token count: far above any published batch (warning)",
     "X027": "global batch is prime: it cannot be split over data parallelism (warning)",
+    "X028": "global batch shares no factor with the GPU count: data parallelism is 1 (warning)",
 }

@@ -419,7 +419,8 @@ LARGEST_PUBLISHED_BATCH = "67M tokens, Kimi K2"
 def batch_warnings(manifest: Manifest) -> tuple[tuple[str, str, str], ...]:
     """(code, dotted path, message) for global batches that cannot be meant: X026 when the
     batch times the sequence length is far above any published run (a token count written as
-    sequences), X027 when it is prime (data parallelism can only be 1 or the whole batch)."""
+    sequences), X027 when it is prime (data parallelism can only be 1 or the whole batch), X028
+    when it shares no factor with a multi-node GPU count (data parallelism can only be 1)."""
     gbs, seq = manifest.training.global_batch_size, manifest.model.seq_len
     out = []
     tokens = gbs * seq
@@ -436,7 +437,23 @@ def batch_warnings(manifest: Manifest) -> tuple[tuple[str, str, str], ...]:
                 f"{gbs:,} is tokens, that is {meant}",
             )
         )
-    if gbs > 3 and all(gbs % d for d in range(2, math.isqrt(gbs) + 1)):
+    prime = gbs > 3 and all(gbs % d for d in range(2, math.isqrt(gbs) + 1))
+    c = manifest.cluster
+    if not prime and c.gpus > c.gpus_per_node and math.gcd(gbs, c.gpus) == 1:
+        nodes = -(-c.gpus // c.gpus_per_node)
+        below = gbs // nodes * nodes
+        nearby = f"{below:,} or {below + nodes:,}" if below else f"{nodes:,}"
+        out.append(
+            (
+                "X028",
+                "training.global_batch_size",
+                f"global_batch_size {gbs:,} shares no factor with the {c.gpus:,} GPUs: data "
+                f"parallelism can only be 1, so all {c.gpus:,} GPUs must form one tensor x "
+                f"pipeline group; a batch such as {nearby} (a multiple of the {nodes:,} nodes) "
+                "splits",
+            )
+        )
+    if prime:
         nice = max(8, round(gbs / 8) * 8)
         out.append(
             (

@@ -1719,7 +1719,7 @@ def test_a_7b_shape_declared_as_70b_warns_at_total_params(tmp_path: Path) -> Non
     assert result.manifest.model.total_params == 70 * 10**9  # declared, not replaced
 
 
-# X026/X027: global batches that cannot be meant (warnings on the built manifest), at seq 4,096.
+# X026-X028: global batches that cannot be meant (warnings on the built manifest), at seq 4,096.
 # X026 above 1B tokens per step: 244,140 x 4,096 = 999,997,440 is under, 244,142 x 4,096 over.
 BATCH: list[tuple[str, int, list[str]]] = [
     ("X026", 4_194_304, ["X026"]),
@@ -1727,7 +1727,10 @@ BATCH: list[tuple[str, int, list[str]]] = [
     ("X026-ok-just-under", 244_140, []),
     ("X027", 2039, ["X027"]),
     ("X027-ok-composite", 2040, []),
-    ("X027-ok-tiny", 3, []),
+    ("X027-ok-tiny", 3, ["X028"]),  # not prime-checked, but DP can only be 1 on 64 GPUs
+    # X028 on 64 GPUs (8 nodes): 1,001 = 7 x 11 x 13 shares no factor with 64; 1,000 does.
+    ("X028", 1001, ["X028"]),
+    ("X028-ok-shared-factor", 1000, []),
 ]
 
 
@@ -1757,6 +1760,12 @@ def test_batch_sanity_messages_say_what_was_probably_meant(tmp_path: Path) -> No
     ((_, prime),) = _batch_findings(tmp_path, 2039)
     assert prime.startswith("global_batch_size 2,039 is prime: it divides over data")
     assert "a batch such as 2,040 splits" in prime
+    ((_, coprime),) = _batch_findings(tmp_path, 1001)
+    assert coprime == (
+        "global_batch_size 1,001 shares no factor with the 64 GPUs: data parallelism can only "
+        "be 1, so all 64 GPUs must form one tensor x pipeline group; a batch such as 1,000 or "
+        "1,008 (a multiple of the 8 nodes) splits"
+    )
 
 
 def test_shape_warning_is_kept_among_the_policy_findings(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ and the templates render (render.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -226,6 +227,22 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
     if fits_one and not refused:
         notes.append("the whole training state fits one GPU: data parallelism only, no pipeline")
     c = result.candidate
+    cluster = manifest.cluster
+    if (
+        c
+        and sizing.data_parallel(manifest, c.strategy) == 1
+        and cluster.gpus > cluster.gpus_per_node
+    ):
+        gbs = manifest.training.global_batch_size
+        why = (
+            f"the global batch of {gbs:,} shares no factor with the {cluster.gpus:,} GPUs (X028)"
+            if math.gcd(gbs, cluster.gpus) == 1
+            else "no layout with more replicas fits"
+        )
+        notes.append(
+            f"data parallelism is 1: all {cluster.gpus:,} GPUs form one tensor x pipeline "
+            f"group, because {why}"
+        )
     status = "refused" if refused else ("no-pipeline" if not pipeline_needed else "planned")
     if c is None:
         status = "infeasible"
