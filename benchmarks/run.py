@@ -13,7 +13,10 @@ check-jsonschema, the baseline). Sections:
 2. batch: both tools over the whole corpus in one call each, alternating;
 3. the schedule simulator for every schedule over P and M (cost against P x M);
 4. the planner's full search for a 16,384-GPU dense and a 2,048-GPU MoE manifest;
-5. peak RSS of `dpguard review` for 1 file and for the corpus.
+5. peak RSS of `dpguard review` for 1 file and for the corpus;
+6. worst cases: `review` and `plan` of manifests that once took seconds (global batches of
+   65,536 and 1,000,000 sequences, an infeasible model), against check-jsonschema on the same
+   file, with peak RSS.
 
 Speed is reported as ratios against the baseline run in the same invocation; nothing here
 asserts absolute times. Results go to benchmarks/results.json (or --output).
@@ -91,6 +94,41 @@ def _alternate(a: list[str], b: list[str] | None, runs: int) -> dict[str, Any]:
         out["median_pair_cpu_ratio"] = statistics.median(
             x / y for x, y in zip(cpu_a, cpu_b, strict=True)
         )
+    return out
+
+
+STRESS_BASE = """apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata: {{name: {name}}}
+cluster: {{gpus: {gpus}, gpus_per_node: 8, accelerator: {acc},
+  interconnect: {{inter_node_gbps_per_gpu: 400}}}}
+model: {{architecture: dense, total_params: {params}, layers: {layers}, hidden_size: {hidden},
+  attention_heads: {heads}, kv_heads: 8, ffn_hidden_size: {ffn}, ffn_activation: swiglu,
+  seq_len: 8192, vocab_size: 128256}}
+training: {{tokens: 15T, global_batch_size: {batch}}}
+"""
+STRESS = {
+    # Llama 3 405B's shape on 16,384 H100 with batches far beyond any published run.
+    "batch-65536": dict(gpus=16384, acc="H100-SXM", params="405B", layers=126, hidden=16384,
+                        heads=128, ffn=53248, batch=65536),
+    "batch-1000000": dict(gpus=16384, acc="H100-SXM", params="405B", layers=126, hidden=16384,
+                          heads=128, ffn=53248, batch=1_000_000),
+    # 405B on 8 A100: nothing fits, the planner prices remedies.
+    "infeasible": dict(gpus=8, acc="A100-80GB", params="405B", layers=126, hidden=16384,
+                       heads=128, ffn=53248, batch=2048),
+}  # fmt: skip
+
+
+def _stress(directory: Path, dpguard: str, baseline: str | None, schema: str, runs: int) -> dict:
+    out: dict[str, Any] = {}
+    for name, values in STRESS.items():
+        path = directory / f"{name}.yaml"
+        path.write_text(STRESS_BASE.format(name=name, **values), encoding="utf-8")
+        base = [baseline, "--schemafile", schema, str(path)] if baseline else None
+        for command in ("review", "plan"):
+            row = _alternate([dpguard, command, str(path)], base, runs)
+            row["peak_rss_kib"] = _run([dpguard, command, str(path)])[2]
+            out[f"{command} {name}"] = row
     return out
 
 
@@ -175,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{files}_files": _run([dpguard, "review", *every])[2],
         }
         results["planner"] = _planner(Path(tmp))
+        results["stress"] = _stress(Path(tmp), dpguard, baseline, schema, runs)
     ranks, factors = (
         ((4, 8), (2, 8)) if args.quick else (bench_schedules.RANKS, bench_schedules.FACTORS)
     )
@@ -204,6 +243,9 @@ def _print(r: dict[str, Any]) -> None:
         print(f"{key.replace('_', ' ')}: dpguard {x['dpguard_median_s'] * 1e3:.0f} ms; {ratio(x)}")
     print(f"batch {b['files']} files: dpguard {b['dpguard_median_s'] * 1e3:.0f} ms; {ratio(b)}")
     print("peak RSS: " + ", ".join(f"{k} {v / 1024:.1f} MiB" for k, v in r["peak_rss_kib"].items()))
+    for key, x in r["stress"].items():
+        rss = x["peak_rss_kib"] / 1024
+        print(f"{key}: dpguard {x['dpguard_median_s'] * 1e3:.0f} ms, {rss:.1f} MiB; {ratio(x)}")
     for row in r["planner"]:
         print(
             f"planner {row['manifest']} ({row['gpus']} GPUs): "

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Literal, NamedTuple
 
 Precision = Literal["bf16", "fp8", "fp16"]
@@ -108,6 +109,13 @@ class Architecture:
     def is_moe_layer(self, index: int) -> bool:
         return self.moe and index >= self.dense_layers
 
+    def moe_layers_in(self, layers: range) -> int:
+        """MoE layers among `layers` (the leading dense_layers are dense): counted, not looped,
+        since the planner sizes thousands of layouts."""
+        if not self.moe:
+            return 0
+        return max(0, layers.stop - max(layers.start, self.dense_layers))
+
 
 # ---- Parameter counts -------------------------------------------------------------------------
 
@@ -176,6 +184,7 @@ class ParamLayout(NamedTuple):
     mtp: LayerParams  # all MTP layers together (projection + block; embedding/head shared)
 
 
+@lru_cache(maxsize=64)  # one architecture, thousands of layouts in a plan's search
 def layer_params(arch: Architecture) -> ParamLayout:
     """The declared totals decide the bytes, the shape decides where they sit: routed experts
     hold (total - active) x E / (E - k) (all experts minus the k active ones), the dense part the
@@ -184,7 +193,7 @@ def layer_params(arch: Architecture) -> ParamLayout:
     vocab = embedding_matrices(arch) * arch.vocab_size * h
     dense_l = shape_layer_params(arch, False)
     moe_l = shape_layer_params(arch, True)
-    n_moe = sum(1 for i in range(arch.layers) if arch.is_moe_layer(i))
+    n_moe = arch.moe_layers_in(range(arch.layers))
     n_dense = arch.layers - n_moe
     experts = 0.0
     if arch.moe:
@@ -505,11 +514,10 @@ def _stage_params(
     arch: Architecture, layout: ParamLayout, layers: range, first: bool, last: bool, pipeline: int
 ) -> tuple[float, float]:
     """(dense, expert) parameters of one stage, one copy, before any sharding."""
-    dense = expert = 0.0
-    for i in layers:
-        p = layout.moe_layer if arch.is_moe_layer(i) else layout.dense_layer
-        dense += p.dense
-        expert += p.expert
+    moe = arch.moe_layers_in(layers)
+    plain = len(layers) - moe
+    dense = moe * layout.moe_layer.dense + plain * layout.dense_layer.dense
+    expert = moe * layout.moe_layer.expert + plain * layout.dense_layer.expert
     vh = arch.vocab_size * arch.hidden_size
     if first:
         dense += vh
@@ -568,7 +576,11 @@ def estimate(
         )
 
     stage_states = [states(stage) for stage in range(pipeline.stages)]
-    layer_act = [act[arch.is_moe_layer(i)] for i in range(arch.layers)]
+
+    def stage_act(layers: range) -> float:
+        moe = arch.moe_layers_in(layers)
+        return (len(layers) - moe) * act[False] + (moe * act[True] if moe else 0.0)
+
     gather = 0.0
     if sharding.zero_stage >= 3:
         # FSDP all-gathers one layer's weights and prefetches the next (bf16, / TP).
@@ -577,8 +589,11 @@ def estimate(
     a_lo, a_hi = uncertainty.activations
     overhead = uncertainty.overhead_gib * GIB
     ranks: list[RankMemory] = []
+    by_rank: list[list[int]] = [[] for _ in range(pipeline.ranks)]
+    for stage, rank in enumerate(pipeline.stage_ranks):
+        by_rank[rank].append(stage)
     for r in range(pipeline.ranks):
-        own = [s for s in range(pipeline.stages) if pipeline.stage_ranks[s] == r]
+        own = by_rank[r]
         w, g, o, params = (sum(stage_states[s][k] for s in own) for k in range(4))
         replica = 0.0
         held = list(own)
@@ -586,7 +601,7 @@ def estimate(
             mw, mg, mo, mp = stage_states[pipeline.stages - 1 - r]
             replica, params = mw + mg + mo, params + mp
             held.append(pipeline.stages - 1 - r)
-        layer_ids = [i for s in held for i in stages[s]]
+        layer_count = sum(len(stages[s]) for s in held)
         units = pipeline.inflight[r]
         if training.activation_offload:
             # Kimi K2 §2.4.3: the micro-batch being computed and the one being prefetched stay
@@ -594,8 +609,8 @@ def estimate(
             units = min(units, 2)
         # Each in-flight unit is one micro-batch through one of the rank's stages: the rank's
         # layers per stage, at the rank's average bytes per layer.
-        activations = units * sum(layer_act[i] for i in layer_ids) / len(held)
-        activations += working if layer_ids else 0.0
+        activations = units * sum(stage_act(stages[s]) for s in held) / len(held)
+        activations += working if layer_count else 0.0
         other = overhead + gather
         if last_stage in held:
             other += logits
@@ -603,9 +618,11 @@ def estimate(
         state_total = w + g + o + replica
         low = state_total * (1 - s_lo) + activations * (1 - a_lo) + other - overhead / 2
         high = state_total * (1 + s_hi) + activations * (1 + a_hi) + other + overhead
-        inflight, n = pipeline.inflight[r], len(layer_ids)
+        inflight = pipeline.inflight[r]
         ranks.append(
-            RankMemory(r, w, g, o, replica, activations, other, inflight, n, params, low, high)
+            RankMemory(
+                r, w, g, o, replica, activations, other, inflight, layer_count, params, low, high
+            )
         )
     return MemoryEstimate(tuple(ranks), _assumptions(arch, parallel, training, pipeline))
 

@@ -82,6 +82,9 @@ class _Attempt:
 
     limit: float
     closest: list[tuple[float, Manifest, sizing.Strategy]]
+    # Estimates by (training settings, layout), shared by every pass: the margin pass and the
+    # usable-memory pass size the same layouts.
+    sized: dict[tuple[Any, sizing.Strategy], MemoryEstimate | None]
 
 
 def _fit(
@@ -102,7 +105,10 @@ def _fit(
         why.append(f"the global batch does not divide over DP {dp} at P = {base.pipeline}")
     violated: list[str] = []
     smallest: float | None = None
+    over: int | None = None  # the smallest micro-batch size found too big: larger ones are too
     for mbs in choices:
+        if over is not None and mbs >= over:
+            continue
         micro = manifest.training.global_batch_size // (dp * mbs)
         s = replace(base, microbatches=micro)
         virtual = s.virtual_stages if s.schedule == "interleaved-1f1b" else 1
@@ -111,9 +117,15 @@ def _fit(
             violated.append(violations[0])
             continue
         sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
-        estimate = sizing.stage_memory(sized, s, settings)
+        key = (sized.training, s)
+        if key not in attempt.sized:
+            attempt.sized[key] = sizing.stage_memory(sized, s, settings)
+        estimate = attempt.sized[key]
         if estimate is not None and estimate.worst.total <= attempt.limit:
             return Candidate(s, mbs, estimate)
+        if estimate is not None:
+            # Activations grow with the micro-batch, states do not depend on it.
+            over = mbs if over is None else min(over, mbs)
         if estimate is not None and (smallest is None or estimate.worst.total < smallest):
             smallest = estimate.worst.total
             attempt.closest.append((estimate.worst.total, sized, s))
@@ -371,10 +383,11 @@ def search(
     order = [(c, margin) for c in cheap] + [(c, 1.0) for c in cheap]
     order += [(c, share) for c in full for share in (margin, 1.0)]
     closest: list[tuple[float, Manifest, sizing.Strategy]] = []
+    estimates: dict[tuple[Any, sizing.Strategy], MemoryEstimate | None] = {}
     as_written: SearchResult | None = None  # why nothing fits, told against usable memory
     for changes, share in order:
         switched = replace(manifest, training=replace(manifest.training, **changes))
-        attempt = _Attempt(share * usable, closest)
+        attempt = _Attempt(share * usable, closest, estimates)
         found = _search_layout(switched, schedules, settings, pipeline_needed, attempt)
         if not changes and share == 1.0:
             as_written = found
