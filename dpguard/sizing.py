@@ -147,9 +147,11 @@ def _virtual(s: Strategy) -> int:
 
 
 # The largest run (stages x micro-batches) simulated step by step inside `review` and `plan`
-# (about 6 us per pair: 8,192 pairs take ~50 ms). Larger runs are simulated at a reference M
-# and extrapolated exactly (see `bubble`).
-SIMULATED_PAIRS = 8192
+# (about 6 us per pair: 2,048 pairs take ~12 ms); larger runs are simulated at a reference M
+# and extrapolated exactly (see `bubble`), if that run is at most REFERENCE_PAIRS (DualPipeV
+# at P = 64: 128 stages x M = 128).
+SIMULATED_PAIRS = 2048
+REFERENCE_PAIRS = 16384
 
 
 def _pairs(s: Strategy, microbatches: int) -> int:
@@ -177,12 +179,12 @@ def too_large(s: Strategy) -> str | None:
     if s.schedule == "none" or _pairs(s, s.microbatches) <= SIMULATED_PAIRS:
         return None
     ref = _reference(s)
-    if ref is not None and _pairs(s, ref) <= SIMULATED_PAIRS:
+    if ref is not None and _pairs(s, ref) <= REFERENCE_PAIRS:
         return None
     stages = _pairs(s, 1)
     return (
         f"{stages} stages x {s.microbatches} micro-batches is too large to simulate exactly "
-        f"(limit {SIMULATED_PAIRS:,} stage-micro-batch pairs at the reference M = 2P)"
+        f"(limit {REFERENCE_PAIRS:,} stage-micro-batch pairs at the reference M = 2P)"
     )
 
 
@@ -236,7 +238,7 @@ def bubble(s: Strategy, settings: Mapping[str, Any]) -> Bubble | None:
         r = _simulate(s.schedule, s.pipeline, s.microbatches, v, times)
         return Bubble(float(r.bubble_fraction), float(r.makespan), "simulated")
     ref = _reference(s)
-    if ref is not None and _pairs(s, ref) <= SIMULATED_PAIRS:
+    if ref is not None and _pairs(s, ref) <= REFERENCE_PAIRS:
         r = _simulate(s.schedule, s.pipeline, ref, v, times)
         busy = [b * s.microbatches / ref for b in r.busy_per_rank]
         makespan = busy[0] + r.idle_per_rank[0]

@@ -92,6 +92,7 @@ def test_extrapolation_from_the_reference_m_is_exact(monkeypatch, schedule, v):
             monkeypatch.setattr(sizing, "SIMULATED_PAIRS", 10**9)
             full = sizing.bubble(s, SETTINGS)
             monkeypatch.setattr(sizing, "SIMULATED_PAIRS", sizing._pairs(s, ref))
+            monkeypatch.setattr(sizing, "REFERENCE_PAIRS", sizing._pairs(s, ref))
             extrapolated = sizing.bubble(s, SETTINGS)
             assert full is not None and extrapolated is not None
             assert (full.method, extrapolated.method) == ("simulated", "extrapolated")
@@ -108,6 +109,7 @@ def test_beyond_the_reference_the_exact_closed_form_gives_the_bubble(monkeypatch
     from the closed form, marked as such; DualPipe has no exact form for the fraction, so it
     gets none (the page says why)."""
     monkeypatch.setattr(sizing, "SIMULATED_PAIRS", 16)
+    monkeypatch.setattr(sizing, "REFERENCE_PAIRS", 16)
     big = _strategy("1f1b", 16, 131_072)
     assert sizing.too_large(big)
     result = sizing.bubble(big, SETTINGS)

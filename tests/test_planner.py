@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ruamel.yaml import YAML
 
 from dpguard.check import check_file
@@ -810,3 +811,112 @@ def test_docs_list_every_template_variable(policies):
     context = plan_context(plan_of(EXAMPLES / "frontier-moe.yaml", policies), policies)
     missing = [key for key in context if f"`{key}`" not in table and f"`{key}." not in table]
     assert missing == []
+
+
+EVEN = {
+    "apiVersion": "dpguard/v1",
+    "kind": "TrainingManifest",
+    "metadata": {"name": "even"},
+    "cluster": {
+        "gpus": 88,
+        "gpus_per_node": 8,
+        "accelerator": "A100-80GB",
+        "interconnect": {"inter_node_gbps_per_gpu": 200},
+    },
+    "model": {
+        "architecture": "dense",
+        "total_params": 33 * 12 * 6144**2 + 2 * 32000 * 6144,
+        "layers": 33,
+        "hidden_size": 6144,
+        "attention_heads": 48,
+        "seq_len": 4096,
+        "vocab_size": 32000,
+    },
+    "training": {
+        "tokens": "1T",
+        "global_batch_size": 1056,
+        "micro_batch_size": 1,
+        "activation_recompute": "selective",
+    },
+    "parallelism": {"tensor": 1},
+}
+
+
+def test_even_stages_prefers_a_deeper_even_split_and_is_policy_data(tmp_path, policies):
+    """15B-class, 33 layers on 88 A100 (P divides 88: 2, 4, 8, 11, ...). P = 2 does not fit;
+    P = 4 and 8 fit but split 33 layers (34 or 35 with the embedding and loss) unevenly;
+    P = 11 holds 3 layers per stage. Shipped `even_stages: true` plans P = 11; a team set
+    with `even_stages: false` takes the smallest depth that fits, P = 4, and keeps ADV002."""
+    path = write(tmp_path, EVEN)
+    even = plan_of(path, policies)
+    assert (even.pipeline, even.strategy.account_for_embedding) == (11, False)
+    assert "ADV002" not in {f.code for f in even.plan_warnings}
+    team = tmp_path / "team.yaml"
+    block = dict(policies.settings["planner"], even_stages=False)
+    team.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "dpguard/v1",
+                "kind": "PolicySet",
+                "metadata": {"name": "uneven-ok", "version": "1.0.0"},
+                "settings": {"planner": block},
+                "rules": [],
+            }
+        ),
+        encoding="utf-8",
+    )
+    smallest = plan_of(path, load_policies([str(team)]))
+    assert smallest.pipeline == 4
+    assert "ADV002" in {f.code for f in smallest.plan_warnings}
+
+
+def _layered(tmp_path: Path, policies: Policies, **planner: Any) -> Policies:
+    team = tmp_path / "planner-team.yaml"
+    team.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "dpguard/v1",
+                "kind": "PolicySet",
+                "metadata": {"name": "planner-team", "version": "1.0.0"},
+                "settings": {"planner": dict(policies.settings["planner"], **planner)},
+                "rules": [],
+            }
+        ),
+        encoding="utf-8",
+    )
+    return load_policies([str(team)])
+
+
+def test_the_memory_margin_is_policy_data(tmp_path, policies):
+    """frontier-moe: DeepSeek-V3's own P = 16 (72.6 GiB) is over the shipped 90% margin of
+    75.1 GiB, so the plan is P = 32; with `memory_margin: 1.0` it is P = 16, M = 120."""
+    shipped = plan_of(EXAMPLES / "frontier-moe.yaml", policies)
+    assert shipped.pipeline == 32
+    assert shipped.memory.worst.total <= 0.9 * shipped.memory_limit_gb * GIB
+    full = plan_of(EXAMPLES / "frontier-moe.yaml", _layered(tmp_path, policies, memory_margin=1.0))
+    assert (full.pipeline, full.microbatches) == (16, 120)
+    assert full.memory.worst.total / GIB == pytest.approx(72.59, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "per_node", "largest"), [("H100-SXM", 8, 8), ("GB200", 4, 16)]
+)
+def test_tensor_parallelism_stays_inside_the_scale_up_domain(
+    tmp_path, policies, accelerator, per_node, largest
+):
+    """With 16 among the tensor candidates, a 405B dense model that needs the most tensor
+    parallelism it can get: an 8-GPU H100 node caps T at 8 (HR013's limit), a GB200 NVL72
+    rack (72 GPUs on NVLink) admits 16."""
+    doc = merged(
+        example("large-dense"),
+        {
+            "cluster": {"accelerator": accelerator, "gpus_per_node": per_node, "gpus": 4096},
+            "parallelism": None,
+            "training": {"micro_batch_size": 4, "global_batch_size": 4096},
+            "model": {"kv_heads": 16},
+        },
+    )
+    team = _layered(tmp_path, policies, tensor_candidates=[16, 8, 4, 2, 1])
+    plan = plan_of(write(tmp_path, doc), team)
+    assert plan.status == "planned"
+    assert plan.tensor == largest

@@ -213,6 +213,7 @@ def _smallest_pipeline(
     from dpguard.schedules import SCHEDULES
 
     cap = _cap(manifest, schedule, virtual, settings)
+    prefer_even = bool(settings["planner"].get("even_stages", False))
     uneven: Candidate | None = None
     for pipe in _pipelines(manifest, tensor, context, settings, cap):
         split, even = _splits(manifest, SCHEDULES[schedule].stages(pipe, virtual))
@@ -227,7 +228,7 @@ def _smallest_pipeline(
             continue
         base = sizing.Strategy(schedule, tensor, pipe, ep, context, virtual, 1, *split)
         found = _fit(manifest, base, settings, why, attempt)
-        if found is not None and even:
+        if found is not None and (even or not prefer_even):
             return found
         uneven = uneven or found
     return uneven
