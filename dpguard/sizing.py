@@ -161,13 +161,14 @@ def _pairs(s: Strategy, microbatches: int) -> int:
 
 
 def _reference(s: Strategy) -> int | None:
-    """The smallest micro-batch count >= 2P that the schedule accepts, or None. From there on
-    every rank's idle time no longer depends on M (warm-up and cool-down are complete: M >= P
-    for 1F1B, interleaved and ZB1P, M >= 2P for DualPipe and DualPipeV; tests/
-    test_bubble_estimate.py checks it against full simulations)."""
+    """The smallest micro-batch count the schedule accepts from which on every rank's idle
+    time no longer depends on M (warm-up and cool-down complete): M >= P for GPipe, 1F1B,
+    interleaved 1F1B and ZB1P, M >= 2P for DualPipe and DualPipeV (tests/
+    test_bubble_estimate.py checks it against full simulations); None if there is none."""
     from dpguard.schedules import check
 
-    for m in range(2 * s.pipeline, 2 * s.pipeline + 4 * s.pipeline * max(_virtual(s), 1) + 2):
+    start = 2 * s.pipeline if s.schedule in ("dualpipe", "dualpipev") else s.pipeline
+    for m in range(start, start + 4 * s.pipeline * max(_virtual(s), 1) + 2):
         if m <= s.microbatches and not check(s.schedule, s.pipeline, m, _virtual(s)):
             return m
     return None
@@ -184,7 +185,7 @@ def too_large(s: Strategy) -> str | None:
     stages = _pairs(s, 1)
     return (
         f"{stages} stages x {s.microbatches} micro-batches is too large to simulate exactly "
-        f"(limit {REFERENCE_PAIRS:,} stage-micro-batch pairs at the reference M = 2P)"
+        f"(limit {REFERENCE_PAIRS:,} stage-micro-batch pairs at the reference M)"
     )
 
 

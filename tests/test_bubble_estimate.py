@@ -77,12 +77,13 @@ def test_dualpipe_closed_form_bounds_the_simulated_fraction(schedule):
 )
 def test_extrapolation_from_the_reference_m_is_exact(monkeypatch, schedule, v):
     """Beyond SIMULATED_PAIRS the bubble is simulated at the reference M (the smallest valid
-    M >= 2P) and extrapolated: every rank's idle time is the reference's, its work grows with
-    M. With the limit forced down to the reference run, that must equal the full simulation
-    exactly for every valid M up to 10P (the claim `sizing._reference` rests on)."""
+    M >= P, >= 2P for DualPipe and DualPipeV) and extrapolated: every rank's idle time is the
+    reference's, its work grows with M. With the limit forced down to the reference run, that
+    must equal the full simulation exactly for every valid M up to 10P (the claim
+    `sizing._reference` rests on)."""
     checked = 0
     for p in (2, 3, 4, 5, 8):
-        for m in range(2 * p, 10 * p + 1):
+        for m in range(p, 10 * p + 1):
             if check(schedule, p, m, v):
                 continue
             s = _strategy(schedule, p, m, v)

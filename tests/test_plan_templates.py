@@ -64,7 +64,7 @@ def test_planned_with_the_dualpipe_replication_row(capsys):
         "parameters per GPU across both copies (0.55% of the model; experts sharded 64-way) |\n"
     ) in out
     assert (
-        "| Expected bubble | **4.00%** (exact: simulated at M = 2P, idle times extrapolated); "
+        "| Expected bubble | **4.00%** (exact: simulated at a smaller M, extrapolated); "
         "1F1B at the same P and M: 11.44% |\n" in out
     )
     assert "| dualpipe (chosen) | 4.00% | 2,746,481 | 230,704 saved | allowed |\n" in out

@@ -36,7 +36,7 @@ def _gb(value: float) -> str:
 
 _METHODS = {
     "simulated": "exact simulation",
-    "extrapolated": "exact: simulated at M = 2P, idle times extrapolated",
+    "extrapolated": "exact: simulated at a smaller M, extrapolated",
     "closed form": "exact closed form",
 }
 
