@@ -35,6 +35,17 @@ def test_quick_suite_writes_every_section(tmp_path: Path) -> None:
     assert all(v > 0 for v in results["peak_rss_kib"].values())
     assert [row["manifest"] for row in results["planner"]] == ["large-dense", "frontier-moe"]
     assert results["planner"][0]["gpus"] == 16384 and results["planner"][1]["gpus"] == 2048
+    # The worst cases are judged, never aborted; the infeasible one's plan exits 1.
+    stress = results["stress"]
+    assert set(stress) == {
+        f"{command} {name}"
+        for command in ("review", "plan")
+        for name in ("batch-65536", "batch-1000000", "infeasible")
+    }
+    assert stress["plan infeasible"]["dpguard_exit_codes"] == [1]
+    assert stress["plan batch-1000000"]["dpguard_exit_codes"] == [0]
+    assert all(set(row["dpguard_exit_codes"]) <= {0, 1} for row in stress.values())
+    assert all(row["peak_rss_kib"] < 100 * 1024 for row in stress.values())
     schedules = {row["schedule"] for row in results["simulator"]}
     assert schedules == {"gpipe", "1f1b", "interleaved-1f1b", "zb1p", "dualpipe", "dualpipev"}
     assert all(row["events"] > 0 for row in results["simulator"])

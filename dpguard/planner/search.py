@@ -84,7 +84,7 @@ class _Attempt:
     closest: list[tuple[float, Manifest, sizing.Strategy]]
     # Estimates by (training settings, layout), shared by every pass: the margin pass and the
     # usable-memory pass size the same layouts.
-    sized: dict[tuple[Any, sizing.Strategy], MemoryEstimate | None]
+    estimates: dict[tuple[Any, sizing.Strategy], MemoryEstimate | None]
 
 
 def _fit(
@@ -118,9 +118,9 @@ def _fit(
             continue
         sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
         key = (sized.training, s)
-        if key not in attempt.sized:
-            attempt.sized[key] = sizing.stage_memory(sized, s, settings)
-        estimate = attempt.sized[key]
+        if key not in attempt.estimates:
+            attempt.estimates[key] = sizing.stage_memory(sized, s, settings)
+        estimate = attempt.estimates[key]
         if estimate is not None and estimate.worst.total <= attempt.limit:
             return Candidate(s, mbs, estimate)
         if estimate is not None:
