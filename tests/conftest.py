@@ -32,3 +32,13 @@ def write_manifest(tmp_path: Path) -> WriteManifest:
         return path
 
     return write
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """dpguard's per-user cache (validated policy digests) in a directory of this run, for the
+    tests and every dpguard process they start: nothing is written to the user's home, and no
+    earlier run's cache changes what a test sees."""
+    import os
+
+    os.environ["DPGUARD_CACHE_DIR"] = str(tmp_path_factory.mktemp("dpguard-cache"))

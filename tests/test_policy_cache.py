@@ -1,0 +1,61 @@
+"""The per-user record of policy files that loaded without a problem (policy/load.py): later
+processes skip the schema validation and the message lint for exactly those bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dpguard.policy import load
+from dpguard.policy.load import load_policies, load_set
+
+REPO = Path(__file__).resolve().parents[1]
+CORE = REPO / "policies" / "core.yaml"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("DPGUARD_CACHE_DIR", str(directory))
+    return directory
+
+
+def _markers(cache: Path) -> list[Path]:
+    return sorted((cache / "validated-policies").glob("*"))
+
+
+def test_a_valid_set_is_recorded_and_then_not_revalidated(cache, monkeypatch):
+    policy_set, problems = load_set(str(CORE))
+    assert policy_set is not None and problems == []
+    assert len(_markers(cache)) == 1
+
+    def refuse(*_: object) -> list[str]:
+        raise AssertionError("validated again")
+
+    monkeypatch.setattr(load, "_schema_problems", refuse)
+    monkeypatch.setattr(load.templates, "check_message", refuse)
+    again, problems = load_set(str(CORE))
+    assert problems == [] and again is not None
+    assert again.rules == policy_set.rules and again.digest == policy_set.digest
+
+
+def test_changed_bytes_are_validated_again_and_a_broken_set_is_never_recorded(cache, tmp_path):
+    load_set(str(CORE))
+    broken = tmp_path / "core.yaml"
+    text = CORE.read_text(encoding="utf-8")
+    broken.write_text(text.replace("{{ derived.stages }}", "{{ derived.stagez }}", 1), "utf-8")
+    _, problems = load_set(str(broken))
+    assert any("derived.stagez" in p for p in problems)
+    assert len(_markers(cache)) == 1  # only the shipped file's
+    assert load_set(str(broken))[1] == problems  # and it stays reported
+
+
+def test_no_cache_when_disabled_or_unwritable(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPGUARD_CACHE_DIR", "")
+    assert load_set(str(CORE))[1] == []
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    monkeypatch.setenv("DPGUARD_CACHE_DIR", str(blocker / "cache"))
+    policies = load_policies([])
+    assert len(policies.rules) > 0
