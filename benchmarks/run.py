@@ -107,16 +107,14 @@ model: {{architecture: dense, total_params: {params}, layers: {layers}, hidden_s
   seq_len: 8192, vocab_size: 128256}}
 training: {{tokens: 15T, global_batch_size: {batch}}}
 """
+LLAMA3_405B = dict(params="405B", layers=126, hidden=16384, heads=128, ffn=53248)
 STRESS = {
     # Llama 3 405B's shape on 16,384 H100 with batches far beyond any published run.
-    "batch-65536": dict(gpus=16384, acc="H100-SXM", params="405B", layers=126, hidden=16384,
-                        heads=128, ffn=53248, batch=65536),
-    "batch-1000000": dict(gpus=16384, acc="H100-SXM", params="405B", layers=126, hidden=16384,
-                          heads=128, ffn=53248, batch=1_000_000),
+    "batch-65536": dict(LLAMA3_405B, gpus=16384, acc="H100-SXM", batch=65536),
+    "batch-1000000": dict(LLAMA3_405B, gpus=16384, acc="H100-SXM", batch=1_000_000),
     # 405B on 8 A100: nothing fits, the planner prices remedies.
-    "infeasible": dict(gpus=8, acc="A100-80GB", params="405B", layers=126, hidden=16384,
-                       heads=128, ffn=53248, batch=2048),
-}  # fmt: skip
+    "infeasible": dict(LLAMA3_405B, gpus=8, acc="A100-80GB", batch=2048),
+}
 
 
 def _stress(directory: Path, dpguard: str, baseline: str | None, schema: str, runs: int) -> dict:

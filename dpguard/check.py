@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from dpguard.catalog import Catalog, load_catalog
 from dpguard.findings import Finding, Severity
 from dpguard.manifest import Manifest, build_manifest
-from dpguard.sizing import batch_warnings, shape_warnings
+from dpguard.sizing import manifest_warnings
 from dpguard.validate import validate
 from dpguard.yamlsource import YamlLoadError, load_file
 
@@ -48,11 +48,9 @@ def check_file(
     if findings:
         return FileResult(path, tuple(findings), None)
     manifest = build_manifest(doc, catalog)
-    suspicious = [("X025", where, message) for where, message in shape_warnings(manifest)]
-    suspicious += batch_warnings(manifest)
     warnings = tuple(
         Finding(path, *manifest.position(where), code, Severity.WARNING, message)
-        for code, where, message in suspicious
+        for code, where, message in manifest_warnings(manifest)
     )
     if policies is None:
         return FileResult(path, warnings, manifest)

@@ -160,32 +160,29 @@ def _pairs(s: Strategy, microbatches: int) -> int:
     return SCHEDULES[s.schedule].stages(s.pipeline, _virtual(s)) * microbatches
 
 
-def _reference(s: Strategy) -> int | None:
-    """The smallest micro-batch count the schedule accepts from which on every rank's idle
-    time no longer depends on M (warm-up and cool-down complete): M >= P for GPipe, 1F1B,
-    interleaved 1F1B and ZB1P, M >= 2P for DualPipe and DualPipeV (tests/
-    test_bubble_estimate.py checks it against full simulations); None if there is none."""
-    from dpguard.schedules import check
+def _simulated_at(s: Strategy) -> int | None:
+    """The micro-batch count `bubble` simulates `s` at: its own M up to SIMULATED_PAIRS, else
+    the smallest valid M from the schedule's `steady_from` x P on (every rank's idle time is
+    constant from there) if that run is at most REFERENCE_PAIRS; None beyond."""
+    from dpguard.schedules import SCHEDULES, check
 
-    start = 2 * s.pipeline if s.schedule in ("dualpipe", "dualpipev") else s.pipeline
-    for m in range(start, start + 4 * s.pipeline * max(_virtual(s), 1) + 2):
-        if m <= s.microbatches and not check(s.schedule, s.pipeline, m, _virtual(s)):
-            return m
+    if _pairs(s, s.microbatches) <= SIMULATED_PAIRS:
+        return s.microbatches
+    start = SCHEDULES[s.schedule].steady_from * s.pipeline
+    for m in range(start, min(s.microbatches, start + 4 * s.pipeline * _virtual(s) + 1) + 1):
+        if not check(s.schedule, s.pipeline, m, _virtual(s)):
+            return m if _pairs(s, m) <= REFERENCE_PAIRS else None
     return None
 
 
 def too_large(s: Strategy) -> str | None:
     """Why `s` cannot get an exact bubble within the size limit, or None: such a strategy gets
     no bubble (it is still sized, and judged on memory), never an abort of the whole call."""
-    if s.schedule == "none" or _pairs(s, s.microbatches) <= SIMULATED_PAIRS:
+    if s.schedule == "none" or _simulated_at(s) is not None:
         return None
-    ref = _reference(s)
-    if ref is not None and _pairs(s, ref) <= REFERENCE_PAIRS:
-        return None
-    stages = _pairs(s, 1)
     return (
-        f"{stages} stages x {s.microbatches} micro-batches is too large to simulate exactly "
-        f"(limit {REFERENCE_PAIRS:,} stage-micro-batch pairs at the reference M)"
+        f"{_pairs(s, 1)} stages x {s.microbatches} micro-batches is too large to simulate "
+        f"exactly (limit {REFERENCE_PAIRS:,} stage-micro-batch pairs at the reference M)"
     )
 
 
@@ -195,11 +192,6 @@ class Bubble(NamedTuple):
     method: str  # "simulated" | "extrapolated" | "closed form"
 
 
-# Schedules whose published closed form, in its exact regime, is the idle time of *every*
-# device (closed_forms.py): there the bubble fraction is idle / (idle + work) exactly.
-_UNIFORM_IDLE = frozenset(("gpipe", "1f1b", "interleaved-1f1b", "zb1p"))
-
-
 def _closed_form(s: Strategy, settings: Mapping[str, Any]) -> tuple[float, float, bool]:
     """(bubble fraction, makespan, exact) from the schedule's published closed form: the
     worst device's idle over its idle plus its work (M micro-batches through each of its
@@ -207,13 +199,12 @@ def _closed_form(s: Strategy, settings: Mapping[str, Any]) -> tuple[float, float
     an estimate of the worst device, which is enough to rank layouts."""
     from dpguard.schedules import SCHEDULES
 
-    times = op_times(settings)
-    v = _virtual(s)
-    chunks = {"interleaved-1f1b": v, "dualpipev": 2}.get(s.schedule, 1)
-    form = SCHEDULES[s.schedule].closed_form(s.pipeline, s.microbatches, v, times)
+    spec, times, v = SCHEDULES[s.schedule], op_times(settings), _virtual(s)
+    form = spec.closed_form(s.pipeline, s.microbatches, v, times)
     idle = max(float(form.value), 0.0)
+    chunks = spec.stages(s.pipeline, v) // s.pipeline
     work = s.microbatches * chunks * float(times.forward + times.backward)
-    return idle / (idle + work), idle + work, form.exact and s.schedule in _UNIFORM_IDLE
+    return idle / (idle + work), idle + work, form.exact and spec.uniform_idle
 
 
 def estimated_bubble(s: Strategy, settings: Mapping[str, Any]) -> float:
@@ -225,28 +216,26 @@ def estimated_bubble(s: Strategy, settings: Mapping[str, Any]) -> float:
 def bubble(s: Strategy, settings: Mapping[str, Any]) -> Bubble | None:
     """The exact bubble of `s`, or None when the schedule's constraints reject it:
     - up to SIMULATED_PAIRS, the step-by-step simulation;
-    - beyond, the simulation at the reference M (`_reference`), extrapolated: every rank's idle
-      time is the reference's and its work grows with M, so makespan(M) = makespan(ref) +
-      (M - ref) x work per micro-batch and the fraction follows exactly;
+    - beyond, the simulation at the reference M (`_simulated_at`), extrapolated: every rank's
+      idle time is the reference's and its work grows with M, so makespan(M) =
+      makespan(ref) + (M - ref) x work per micro-batch and the fraction follows exactly;
     - beyond even that, the published closed form where it is exact; else None."""
     from dpguard.schedules import check
 
     v = _virtual(s)
     if s.schedule == "none" or check(s.schedule, s.pipeline, s.microbatches, v):
         return None
-    times = op_times(settings)
-    if _pairs(s, s.microbatches) <= SIMULATED_PAIRS:
-        r = _simulate(s.schedule, s.pipeline, s.microbatches, v, times)
+    at = _simulated_at(s)
+    if at is None:
+        fraction, makespan, exact = _closed_form(s, settings)
+        return Bubble(fraction, makespan, "closed form") if exact else None
+    r = _simulate(s.schedule, s.pipeline, at, v, op_times(settings))
+    if at == s.microbatches:
         return Bubble(float(r.bubble_fraction), float(r.makespan), "simulated")
-    ref = _reference(s)
-    if ref is not None and _pairs(s, ref) <= REFERENCE_PAIRS:
-        r = _simulate(s.schedule, s.pipeline, ref, v, times)
-        busy = [b * s.microbatches / ref for b in r.busy_per_rank]
-        makespan = busy[0] + r.idle_per_rank[0]
-        fraction = sum(r.idle_per_rank) / (s.pipeline * makespan)
-        return Bubble(float(fraction), float(makespan), "extrapolated")
-    fraction, makespan, exact = _closed_form(s, settings)
-    return Bubble(fraction, makespan, "closed form") if exact else None
+    busy = [b * s.microbatches / at for b in r.busy_per_rank]
+    makespan = busy[0] + r.idle_per_rank[0]
+    fraction = sum(r.idle_per_rank) / (s.pipeline * makespan)
+    return Bubble(float(fraction), float(makespan), "extrapolated")
 
 
 def pipeline_layout(s: Strategy) -> memory.PipelineLayout | None:
@@ -417,6 +406,13 @@ def shape_warnings(manifest: Manifest) -> tuple[tuple[str, str], ...]:
 # tokens, not sequences.
 TOKEN_BATCH_LIMIT = 10**9
 LARGEST_PUBLISHED_BATCH = "67M tokens, Kimi K2"
+
+
+def manifest_warnings(manifest: Manifest) -> tuple[tuple[str, str, str], ...]:
+    """(code, dotted path, message) of every warning about the manifest itself (its shape and
+    its batch), which no layout changes: the validator reports them, the plan keeps them."""
+    shape = tuple(("X025", where, message) for where, message in shape_warnings(manifest))
+    return shape + batch_warnings(manifest)
 
 
 def batch_warnings(manifest: Manifest) -> tuple[tuple[str, str, str], ...]:

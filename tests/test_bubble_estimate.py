@@ -80,14 +80,17 @@ def test_extrapolation_from_the_reference_m_is_exact(monkeypatch, schedule, v):
     M >= P, >= 2P for DualPipe and DualPipeV) and extrapolated: every rank's idle time is the
     reference's, its work grows with M. With the limit forced down to the reference run, that
     must equal the full simulation exactly for every valid M up to 10P (the claim
-    `sizing._reference` rests on)."""
+    `sizing._simulated_at` rests on)."""
     checked = 0
     for p in (2, 3, 4, 5, 8):
         for m in range(p, 10 * p + 1):
             if check(schedule, p, m, v):
                 continue
             s = _strategy(schedule, p, m, v)
-            ref = sizing._reference(s)
+            # The reference M, not M itself, with no limit on the reference run.
+            monkeypatch.setattr(sizing, "SIMULATED_PAIRS", 0)
+            monkeypatch.setattr(sizing, "REFERENCE_PAIRS", 10**9)
+            ref = sizing._simulated_at(s)
             if ref is None or ref == m:
                 continue
             monkeypatch.setattr(sizing, "SIMULATED_PAIRS", 10**9)

@@ -53,10 +53,8 @@ def manifest_patch(plan: Plan) -> dict[str, Any] | None:
             training[key] = True if s.tensor > 1 else None  # None: Megatron's default
         else:
             training[key] = list(value) if isinstance(value, tuple) else value
-    written = plan.manifest.source.keys
-    if training.get("activation_recompute") == "full" and ("training", "recompute_modules") in (
-        written
-    ):
+    written = ("training", "recompute_modules") in plan.manifest.source.keys
+    if written and training.get("activation_recompute") == "full":
         training["recompute_modules"] = None  # X020: modules only with selective recompute
     return {"parallelism": parallelism, "training": training}
 
@@ -79,11 +77,9 @@ def kept_warnings(plan: Plan) -> tuple[KeptWarning, ...]:
     (shape and batch, as check.check_file finds them) and the policies' on the plan's own
     layout, each with its reason."""
     settings = plan.settings
-    own = [("X025", message) for _, message in sizing.shape_warnings(plan.manifest)]
-    own += [(code, message) for code, _, message in sizing.batch_warnings(plan.manifest)]
     out = [
         KeptWarning(code, message, "about the manifest itself; the plan does not change it")
-        for code, message in own
+        for code, _, message in sizing.manifest_warnings(plan.manifest)
     ]
     layers = plan.manifest.model.layers
     for f in plan.plan_warnings:

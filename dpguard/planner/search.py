@@ -158,7 +158,9 @@ def _expert_size(
 
 
 def _stages_per_rank(schedule: str, virtual: int) -> int:
-    return {"dualpipev": 2, "interleaved-1f1b": virtual}.get(schedule, 1)
+    from dpguard.schedules import SCHEDULES
+
+    return SCHEDULES[schedule].stages(1, virtual)
 
 
 def _cap(manifest: Manifest, schedule: str, virtual: int, settings: Mapping[str, Any]) -> int:

@@ -60,6 +60,13 @@ class ScheduleSpec:
     chunk_size: Callable[[int], Fraction] = _one
     stages: Callable[[int, int], int] = _p
     uses_virtual_stages: bool = False
+    # From M = steady_from x P on, every rank's idle time no longer depends on M (warm-up and
+    # cool-down are complete): sizing.bubble extrapolates from there; tests/
+    # test_bubble_estimate.py checks it against full simulations.
+    steady_from: int = 1
+    # The published closed form, in its exact regime, is the idle time of *every* device (not
+    # only the worst), so idle / (idle + work) is the exact bubble fraction.
+    uniform_idle: bool = True
 
 
 def _interleaved(ranks: int, microbatches: int, v: int) -> list[str]:
@@ -143,6 +150,8 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             title="DualPipe",
             reference="arXiv 2412.19437 s3.2.1; deepseek-ai/DualPipe dualpipe.py",
             generate=dualpipe.dualpipe,
+            steady_from=2,
+            uniform_idle=False,
             closed_form=closed_forms.dualpipe,
             constraints=_dualpipe,
             param_copies=Fraction(2),
@@ -153,6 +162,8 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             title="DualPipeV",
             reference="deepseek-ai/DualPipe dualpipev.py",
             generate=dualpipe.dualpipev,
+            steady_from=2,
+            uniform_idle=False,
             closed_form=closed_forms.dualpipev,
             constraints=_dualpipev,
             chunk_size=lambda v: Fraction(1, 2),
