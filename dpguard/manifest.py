@@ -125,6 +125,8 @@ class Training:
     optimizer_moment_dtype: str  # fp32 | bf16
     main_grad_dtype: str  # fp32 | bf16
     flash_attention: bool
+    cross_entropy: str  # fused | unfused
+    tensor_parallel_impl: str  # megatron | dtensor
 
 
 @dataclass(frozen=True)
@@ -287,6 +289,8 @@ def build_manifest(doc: SourceDoc, catalog: Catalog) -> Manifest:
         optimizer_moment_dtype=t.get("optimizer_moment_dtype", "fp32"),
         main_grad_dtype=t.get("main_grad_dtype", "fp32"),
         flash_attention=t.get("flash_attention", True),
+        cross_entropy=t.get("cross_entropy", "fused"),
+        tensor_parallel_impl=t.get("tensor_parallel_impl", "megatron"),
     )
     parallelism, dp, micro = None, None, None
     if "parallelism" in data:

@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import Literal, NamedTuple
 
 Precision = Literal["bf16", "fp8", "fp16"]
-Recompute = Literal["none", "selective", "full"]
+Recompute = Literal["none", "selective", "selective_op", "full"]
 
 GIB = 2**30
 # FP8 storage: 1 byte plus one FP32 scale per 1 x 128 tile (DeepSeek-V3 §3.3.2, Kimi K2 §2.4.3).
@@ -263,6 +263,8 @@ class TrainingSetup:
     activation_offload: bool = False
     optimizer_offload: float = 0.0
     flash_attention: bool = True
+    fused_cross_entropy: bool = True  # cross_entropy: unfused keeps fp32 copies of the logits
+    dtensor_tp: bool = False  # tensor_parallel_impl: dtensor (PyTorch DTensor, torchtitan)
 
     def __post_init__(self) -> None:
         if self.zero_stage not in (0, 1, 2, 3) or self.micro_batch_size < 1:
@@ -313,12 +315,14 @@ class TokenBytes(NamedTuple):
     """Stored bytes per token of one layer: `seq` is sharded by SP (else replicated over TP),
     `tp` lives inside the tensor-parallel region (/ TP), `expert` counts the k routed copies
     (balanced over EP, split over TP like the sequence), `scores` the s x s attention terms
-    per token (/ TP, x keys)."""
+    per token (/ TP, x keys), `full` is whole on every TP rank (GEMM inputs DTensor keeps
+    all-gathered, row-parallel partial sums)."""
 
     seq: float = 0.0
     tp: float = 0.0
     expert: float = 0.0
     scores: float = 0.0
+    full: float = 0.0
 
 
 def layer_token_bytes(arch: Architecture, moe_layer: bool, training: TrainingSetup) -> TokenBytes:
@@ -332,16 +336,21 @@ def layer_token_bytes(arch: Architecture, moe_layer: bool, training: TrainingSet
     mask = 1.0 if arch.dropout else 0.0
     norm_out = 0.0 if "layernorm" in mods else gemm  # norm output = next GEMM's input
     seq = tp = 0.0
+    # GEMM inputs after a norm: Megatron's SP stores them sharded and all-gathers again in the
+    # backward pass (Korthikanti §4.2.2); DTensor's SequenceParallel saves the all-gathered
+    # input of the column-parallel GEMM (torchtitan's TP plan), whole on every TP rank.
+    gathered = 0.0
     # Attention block: norm input, norm output, (MLA latents), q/k/v kept by flash attention,
     # the output (o-proj input), the log-sum-exp, the dropout mask after o-proj.
-    seq += bf * h + norm_out * h + mask * h
+    seq += bf * h + mask * h
+    gathered += norm_out * h
     if arch.mla is None:
         tp += bf * h * (1 + 2 * arch.kv / a) + gemm * h + 4.0 * a
     else:
         m = arch.mla
         qk = m.qk_head_dim + m.qk_rope_head_dim
         seq += bf * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim)  # latents (norm inputs)
-        seq += norm_out * (m.q_lora_rank + m.kv_lora_rank)  # up-projection inputs
+        gathered += norm_out * (m.q_lora_rank + m.kv_lora_rank)  # up-projection inputs
         if "mla_up_proj" not in mods:
             tp += bf * a * (2 * qk + m.v_head_dim)
         tp += gemm * a * m.v_head_dim + 4.0 * a
@@ -357,13 +366,14 @@ def layer_token_bytes(arch: Architecture, moe_layer: bool, training: TrainingSet
         if "mlp" in mods:
             seq += gemm * h  # checkpointed MLP: its input only
         else:
-            seq += norm_out * h
+            gathered += norm_out * h
             tp += bf * up * arch.ffn + gemm * arch.ffn
     elif "moe" in mods:
         seq += gemm * h
     else:
         width = arch.moe_ffn_hidden_size or _expert_width(arch)
-        seq += norm_out * h + 4.0 * arch.experts  # router logits (fp32)
+        gathered += norm_out * h
+        seq += 4.0 * arch.experts  # router logits (fp32)
         # FP8 storage caches the SwiGLU input and recomputes its output (DeepSeek-V3 §3.3.3),
         # which is what the moe_act module does.
         fc2_in = 0.0 if "moe_act" in mods or training.activation_fp8 else gemm * width
@@ -374,7 +384,58 @@ def layer_token_bytes(arch: Architecture, moe_layer: bool, training: TrainingSet
         expert = arch.experts_per_token * per_copy
         if "shared_experts" not in mods:
             tp += arch.shared_experts * (act_in * up * width + gemm * width)
-    return TokenBytes(seq, tp, expert, scores)
+    if training.dtensor_tp:
+        return TokenBytes(seq, tp, expert, scores, gathered)
+    return TokenBytes(seq + gathered, tp, expert, scores)
+
+
+def op_checkpoint_token_bytes(
+    arch: Architecture, moe_layer: bool, parallel: ParallelDegrees
+) -> TokenBytes:
+    """Bytes per token one layer keeps under per-op selective checkpointing (torchtitan's
+    `selective_ac_option = "op"`, torchtitan/distributed/activation_checkpoint.py): the block's
+    input, the outputs of attention (with its fp32 log-sum-exp), of the reduce-scatter and
+    all-to-all collectives, and of every other matmul counted through the block (the 1st, 3rd,
+    ...); the rest is recomputed. The router's GEMM is always recomputed and the routed experts'
+    grouped GEMMs are not on the save list. The GEMM order is torchtitan's models' (separate
+    q, k, v projections; w1, w3, w2 in the MLP; the shared experts after attention)."""
+    h, a, bf = arch.hidden_size, arch.attention_heads, 2.0
+    # (output width, whole on every TP rank?) of each matmul, in execution order
+    mms: list[tuple[float, bool]] = []
+    if arch.mla is None:
+        kv = h * arch.kv / a
+        mms += [(h, False), (kv, False), (kv, False)]
+        attn_out = float(h)
+    else:
+        m = arch.mla
+        qk = m.qk_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank:  # the low-rank down-projections are not tensor-parallel
+            mms += [(m.q_lora_rank, True), (a * qk, False)]
+        else:
+            mms.append((a * qk, False))
+        mms += [
+            (m.kv_lora_rank + m.qk_rope_head_dim, True),
+            (a * (m.qk_head_dim + m.v_head_dim), False),
+        ]
+        attn_out = float(a * m.v_head_dim)
+    mms.append((h, True))  # o-proj: row-parallel partial sums before the reduce-scatter
+    expert = 0.0
+    width = float(arch.ffn)
+    if moe_layer:
+        width = arch.shared_experts * (arch.moe_ffn_hidden_size or _expert_width(arch))
+        if parallel.expert > 1:  # the dispatched tokens and the returned expert outputs
+            expert = 2 * arch.experts_per_token * bf * h
+    if width:
+        mms += [(width, False)] * (2 if arch.swiglu else 1) + [(h, True)]
+    tp = bf * attn_out + 4.0 * a
+    full = 0.0
+    for width_, whole in mms[::2]:
+        if whole:
+            full += bf * width_
+        else:
+            tp += bf * width_
+    reduce_scatters = 2 if parallel.tensor > 1 else 0
+    return TokenBytes(bf * h * (1 + reduce_scatters), tp, expert, 0.0, full)
 
 
 def _expert_width(arch: Architecture) -> float:
@@ -394,8 +455,11 @@ def layer_activation_bytes(
     seq_div = t if parallel.sp else 1
     if training.activation_recompute == "full":
         return tokens * 2.0 * arch.hidden_size / seq_div  # the checkpointed layer input
-    b = layer_token_bytes(arch, moe_layer, training)
-    return tokens * ((b.seq + b.expert) / seq_div + (b.tp + b.scores * arch.seq_len) / t)
+    if training.activation_recompute == "selective_op":
+        b = op_checkpoint_token_bytes(arch, moe_layer, parallel)
+    else:
+        b = layer_token_bytes(arch, moe_layer, training)
+    return tokens * ((b.seq + b.expert) / seq_div + (b.tp + b.scores * arch.seq_len) / t + b.full)
 
 
 # ---- Per-rank memory --------------------------------------------------------------------------
@@ -510,6 +574,25 @@ class MemoryEstimate(NamedTuple):
         return max(self.ranks, key=lambda r: (r.total, -r.rank))
 
 
+def output_bytes(
+    arch: Architecture, parallel: ParallelDegrees, training: TrainingSetup, tokens: float
+) -> float:
+    """The loss's peak on the last stage. Megatron's vocab-parallel cross-entropy keeps the
+    fp32 logits (4 B each, Korthikanti §4.3). An unfused loss (torchtitan's `pred.float()` then
+    F.cross_entropy) peaks as the backward pass starts: the fp32 log-probabilities, their
+    gradient and the input's gradient, 12 B; DTensor's vocab-parallel log-softmax backward adds
+    an exp temporary beside the gradient (torch/distributed/tensor/parallel/loss.py), 16 B.
+    DTensor also keeps the final norm's output all-gathered for the output projection."""
+    t = parallel.tensor
+    per_logit = 4.0
+    if not training.fused_cross_entropy:
+        per_logit = 16.0 if training.dtensor_tp and t > 1 else 12.0
+    out = per_logit * tokens * arch.vocab_size / t
+    if training.dtensor_tp and t > 1:
+        out += 2.0 * tokens * arch.hidden_size
+    return out
+
+
 def _stage_params(
     arch: Architecture, layout: ParamLayout, layers: range, first: bool, last: bool, pipeline: int
 ) -> tuple[float, float]:
@@ -549,16 +632,16 @@ def estimate(
     stages = stage_layers(arch.layers, pipeline.stages, pipeline.lead, pipeline.tail)
     last_stage = pipeline.stages - 1
     tokens = arch.seq_len / parallel.context * training.micro_batch_size
-    logits = 4.0 * tokens * arch.vocab_size / parallel.tensor  # fp32 logits (Korthikanti §4.3)
+    logits = output_bytes(arch, parallel, training, tokens)
     act = {
         moe: layer_activation_bytes(arch, moe, parallel, training)
         for moe in ((False, True) if arch.moe else (False,))
     }
     working = 0.0
-    if training.activation_recompute == "full":
-        # One layer's full activations while it is recomputed for its backward.
+    if training.activation_recompute in ("full", "selective_op"):
+        # One layer's recomputed activations while it runs its backward.
         no = replace(training, activation_recompute="none")
-        working = max(layer_activation_bytes(arch, m, parallel, no) for m in act)
+        working = max(layer_activation_bytes(arch, m, parallel, no) - act[m] for m in act)
     mtp_act = arch.mtp_layers * act[arch.moe]
 
     def states(stage: int) -> tuple[float, float, float, float]:
@@ -640,6 +723,7 @@ def _assumptions(
         "none": "no recompute",
         "full": "full recompute (layer inputs kept)",
         "selective": f"selective recompute of {mods}",
+        "selective_op": "per-op selective checkpointing (every other matmul kept)",
     }[training.activation_recompute]
     storage = "FP8" if training.activation_fp8 else "BF16"
     if training.precision == "fp8" and not training.activation_fp8:
@@ -653,7 +737,9 @@ def _assumptions(
         + (f", {offload:.0%} of the optimizer offloaded" if offload else ""),
         f"activations from the block's own tensors ({block}), {recompute}, {storage} storage, "
         f"SP {'on' if parallel.sp else 'off'}"
-        + (", offloaded to host but for 2 micro-batches" if training.activation_offload else ""),
+        + (", DTensor TP keeps the gathered GEMM inputs" if training.dtensor_tp else "")
+        + (", offloaded to host but for 2 micro-batches" if training.activation_offload else "")
+        + ("" if training.fused_cross_entropy else ", unfused cross-entropy"),
         f"{pipe.stages} stage{'s' if pipe.stages > 1 else ''} on {pipe.ranks} "
         f"rank{'s' if pipe.ranks > 1 else ''}"
         + (", a second copy of the mirrored stage per rank" if pipe.mirror else ""),

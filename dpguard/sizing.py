@@ -104,6 +104,8 @@ def training_setup(manifest: Manifest, **changes: Any) -> memory.TrainingSetup:
         activation_offload=t.activation_offload,
         optimizer_offload=t.optimizer_offload,
         flash_attention=t.flash_attention,
+        fused_cross_entropy=t.cross_entropy == "fused",
+        dtensor_tp=t.tensor_parallel_impl == "dtensor",
     )
     return replace(setup, **changes) if changes else setup
 
@@ -307,13 +309,16 @@ def remedies(
     manifest: Manifest, s: Strategy, settings: Mapping[str, Any], more_gpus: bool = False
 ) -> tuple[tuple[str, float], ...]:
     """(change, worst-rank GiB after it) for the changes that cut memory without new hardware,
-    cheapest first: FP8 activation storage, activation offload, full recompute, twice the
-    tensor parallel size inside a node, twice the pipeline depth; with `more_gpus`, also twice
-    the GPUs (more data parallelism to shard the optimizer over). Each is judged alone; a
+    cheapest first: a fused loss, FP8 activation storage, activation offload, full recompute,
+    twice the tensor parallel size inside a node, twice the pipeline depth; with `more_gpus`,
+    also twice the GPUs (more data parallelism to shard the optimizer over). Each is judged alone; a
     change that does not apply (already set, or not a valid layout) is left out."""
     t, m, c = manifest.training, manifest.model, manifest.cluster
     trials: list[tuple[str, Manifest, Strategy, dict[str, Any]]] = []
-    if t.activation_storage != "fp8":
+    if t.cross_entropy == "unfused":
+        trials.append(("cross_entropy: fused", manifest, s, {"fused_cross_entropy": True}))
+    if t.activation_storage != "fp8" and t.activation_recompute != "selective_op":
+        # (per-op checkpointing saves bf16 matmul outputs: FP8 input caching changes nothing)
         trials.append(("activation_storage: fp8", manifest, s, {"activation_fp8": True}))
     if not t.activation_offload:
         trials.append(("activation_offload: true", manifest, s, {"activation_offload": True}))

@@ -16,6 +16,8 @@ from dpguard.memory import (
     estimate,
     layer_activation_bytes,
     layer_token_bytes,
+    op_checkpoint_token_bytes,
+    output_bytes,
     pipeline_layout,
     shape_total_params,
     sharded_bytes,
@@ -36,6 +38,10 @@ LLAMA405 = Architecture(
     405e9, 126, 16384, 128, 8192, 128_256, ffn_hidden_size=53248, swiglu=True, kv_heads=8
 )
 GPT22B = Architecture(22e9, 48, 6144, 64, 2048, 51_200)  # Korthikanti Table 3
+# Llama 3.1 8B: 32 layers, h 4096, 32 heads, 8 KV, FFN 14336, vocab 128,256.
+LLAMA8 = Architecture(
+    8.03e9, 32, 4096, 32, 8192, 128_256, ffn_hidden_size=14336, swiglu=True, kv_heads=8
+)
 
 
 def test_shape_parameter_counts_match_the_published_totals():
@@ -153,7 +159,8 @@ def test_offload_keeps_two_micro_batches_and_full_recompute_keeps_layer_inputs()
     per_input = 8192 * 2 * 16384 / 8
     working = layer_activation_bytes(LLAMA405, False, par, TrainingSetup())
     assert full.layers == 31  # 126 layers over 4 stages: 31, 32, 31, 32
-    assert full.activations == pytest.approx(4 * 31 * per_input + working)
+    # plus one layer's activations while it is recomputed, less its input (already kept)
+    assert full.activations == pytest.approx(4 * 31 * per_input + working - per_input)
 
 
 def test_verdicts():
@@ -162,3 +169,65 @@ def test_verdicts():
     assert verdict(w, w.total + 1) == "fits"
     assert verdict(w, w.total - 1) == "likely-oom"
     assert verdict(w, w.low - 1) == "oom"
+
+
+def test_per_op_checkpointing_keeps_every_other_matmul_of_torchtitans_block():
+    """Llama 3 8B, TP 1: matmuls wq (h), wk, wv (kv = h/4 each), wo (h), w1, w3 (ffn), w2 (h);
+    the 1st, 3rd, 5th and 7th are kept (wq, wv, w1, w2), with the block input, the attention
+    output and its fp32 log-sum-exp: seq 2h (input), tp 2(h + h/4 + ffn) + 2h + 4a, full 2h
+    (w2's output, a row-parallel partial sum); 15.5h + 4a in all with ffn = 3.5h."""
+    h, ffn, a = 4096, 14336, 32
+    b = op_checkpoint_token_bytes(LLAMA8, False, ParallelDegrees())
+    assert b.seq == 2 * h
+    assert b.tp == 2 * (h + h / 4 + ffn) + 2 * h + 4 * a
+    assert b.full == 2 * h
+    assert b.seq + b.tp + b.full == pytest.approx(15.5 * h + 4 * a)  # docs/memory.md: 15.5h
+
+
+def test_per_op_checkpointing_of_an_moe_layer_saves_the_all_to_all_outputs_with_ep():
+    """DeepSeek-V3 MoE layer: wq_a, wq_b, wkv_a, wkv_b, wo, then the shared expert's w1, w3,
+    w2 (the router is recomputed, the grouped expert GEMMs not saved); with EP > 1 the
+    dispatched tokens and the returned outputs, 2h per routed copy each."""
+    h, k = 7168, 8
+    one = op_checkpoint_token_bytes(DSV3, True, ParallelDegrees())
+    ep = op_checkpoint_token_bytes(DSV3, True, ParallelDegrees(data=64, expert=64))
+    assert one.expert == 0
+    assert ep.expert == 2 * k * 2 * h
+    # kept: wq_a (1536, replicated), wkv_a (576, replicated), wo (h, partial sums), shared w1
+    # (2048): the 1st, 3rd, 5th, 7th; plus attention output 128 x 128 and the LSE
+    assert one.full == 2 * (1536 + 576 + h)
+    assert one.tp == 2 * 2048 + 2 * 128 * 128 + 4 * 128
+
+
+def test_per_op_checkpointing_is_between_selective_and_full_recompute():
+    """(With FlashAttention, Megatron's default core_attn keeps as much as no recompute.)"""
+    par = ParallelDegrees(data=8)
+    sizes = [
+        layer_activation_bytes(LLAMA8, False, par, TrainingSetup(activation_recompute=mode))
+        for mode in ("full", "selective_op", "selective", "none")
+    ]
+    assert sizes[0] < sizes[1] < sizes[2] == sizes[3]
+
+
+def test_the_loss_peak_by_implementation():
+    """Megatron's fused vocab-parallel loss keeps the fp32 logits (4 B); an eager unfused one
+    12 B per logit, 16 B under DTensor loss parallelism, which also keeps the final norm's
+    output gathered (2h per token)."""
+    tokens, v, h = 8192.0, 128_256, 4096
+    fused = output_bytes(LLAMA8, ParallelDegrees(tensor=8), TrainingSetup(), tokens)
+    assert fused == 4 * tokens * v / 8
+    unfused = TrainingSetup(fused_cross_entropy=False)
+    assert output_bytes(LLAMA8, ParallelDegrees(), unfused, tokens) == 12 * tokens * v
+    dtensor = replace(unfused, dtensor_tp=True)
+    got = output_bytes(LLAMA8, ParallelDegrees(tensor=8), dtensor, tokens)
+    assert got == 16 * tokens * v / 8 + 2 * tokens * h
+
+
+def test_dtensor_tp_keeps_the_gathered_gemm_inputs_whole():
+    """Under TP 8 with SP, Megatron stores the two norm outputs sharded (2h / 8 each);
+    DTensor keeps them all-gathered (2h each on every rank)."""
+    par = ParallelDegrees(tensor=8)
+    megatron = layer_activation_bytes(LLAMA8, False, par, TrainingSetup())
+    dtensor = layer_activation_bytes(LLAMA8, False, par, TrainingSetup(dtensor_tp=True))
+    tokens, h = 8192, 4096
+    assert dtensor - megatron == pytest.approx(tokens * 2 * (2 * h) * (1 - 1 / 8))

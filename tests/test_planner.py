@@ -324,8 +324,8 @@ def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, ca
         "interleaved-1f1b was not possible at any P up to 64 (the policy's max_pipeline): "
         "P = 2, T = 4: 1055.6 GiB per GPU is over 37.4 GiB",
         "at the closest layout (P = 2, T = 4, full recompute) the worst rank after one more "
-        "change, against 37.4 GiB usable: activation_storage: fp8 -> 863.3 GiB; "
-        "activation_offload: true -> 863.5 GiB; gpus: 16 -> 579.2 GiB",
+        "change, against 37.4 GiB usable: activation_storage: fp8 -> 863.2 GiB; "
+        "activation_offload: true -> 863.4 GiB; gpus: 16 -> 579.1 GiB",
     )
     code, out, err = run(capsys, str(path))
     assert (code, err) == (1, "")
@@ -373,9 +373,9 @@ def test_dualpipev_never_plans_more_stages_than_layers(tmp_path, policies):
     assert (plan.schedule, plan.pipeline, plan.microbatches) == ("zb1p", 8, 64)
     assert plan.notes == (
         "dualpipev was not possible at any P up to 6 (12 layers, 2 stages per rank): P = 4, "
-        "T = 1: 51.1 GiB per GPU is over 37.4 GiB",
+        "T = 1: 51.0 GiB per GPU is over 37.4 GiB",
         "no layout keeps the worst rank within 90% of the usable memory (33.7 GiB); this one "
-        "needs 33.8 of 37.4 GiB",
+        "needs 33.7 of 37.4 GiB",
     )
 
 
@@ -389,12 +389,12 @@ def test_an_infeasible_note_quotes_the_stage_closest_to_fitting(tmp_path, polici
     assert plan.status == "infeasible"
     assert plan.notes == (
         "dualpipev was not possible at any P up to 6 (12 layers, 2 stages per rank): P = 4, "
-        "T = 1: 93.3 GiB per GPU is over 37.4 GiB",
+        "T = 1: 93.2 GiB per GPU is over 37.4 GiB",
         "zb1p was not possible at any P up to 12 (12 layers, 1 stage per rank): P = 8, T = 1: "
-        "62.2 GiB per GPU is over 37.4 GiB",
+        "62.1 GiB per GPU is over 37.4 GiB",
         "at the closest layout (P = 8, T = 1, full recompute) the worst rank after one more "
-        "change, against 37.4 GiB usable: activation_storage: fp8 -> 62.0 GiB; "
-        "activation_offload: true -> 62.2 GiB; tensor: 2 -> 32.3 GiB; gpus: 2048 -> 61.7 GiB",
+        "change, against 37.4 GiB usable: activation_storage: fp8 -> 61.9 GiB; "
+        "activation_offload: true -> 62.1 GiB; tensor: 2 -> 32.3 GiB; gpus: 2048 -> 61.6 GiB",
     )
 
 
@@ -649,21 +649,23 @@ def test_memory_model_hand_worked(tmp_path, policies):
     Activations: full recompute keeps each layer's input, 2sbh = 2 x 4096 x 2048 = 16,777,216 B;
     DualPipe holds P + 1 = 3 chunks of 8 layers in flight (arXiv 2412.19437 Table 2; the
     closed form agrees with the simulator). One layer is recomputed at a time with all its
-    tensors: per token, with h = 2048, no SP, FlashAttention, GeLU with dropout masks,
+    tensors but its input (already kept): per token, with h = 2048, no SP, FlashAttention, GeLU
+    with dropout masks,
     expert width w = 8e9 / 16 layers / 16 experts / 2h = 7,629.39...:
       attention block: norm in 2h + norm out 2h + mask h + q, k, v 6h + o-proj input 2h
                        + log-sum-exp 4a (a = 16)                       = 13h + 64
       MoE block: norm in 2h + mask h + norm out 2h + router logits 4 x 16
                  + 2 routed copies x (input 2h + fc1 out 2w + fc2 in 2w) = 9h + 64 + 8w
       = 22h + 128 + 8w = 106,219.15625 B/token x 4096                 =    435,073,664
-      3 x 8 x 16,777,216 + 435,073,664                                =    837,726,848
+      less the input 2h x 4096                                        =    418,296,448
+      3 x 8 x 16,777,216 + 418,296,448                                =    820,949,632
     Other: fp32 logits on the stage with the output layer, 4 s v = 4 x 4096 x 32768 =
     536,870,912, plus the 1.5 GiB runtime overhead 1,610,612,736     =  2,147,483,648
-    Total = 2 x 10,027,819,008 + 837,726,848 + 2,147,483,648 = 23,040,848,512 B = 21.46 GiB,
+    Total = 2 x 10,027,819,008 + 820,949,632 + 2,147,483,648 = 23,024,071,296 B = 21.44 GiB,
     within 37.42 GiB. Band: states -3 %/+5 %, activations -40 %/+60 %, overhead halved or
-    doubled: low = 20,055,638,016 x 0.97 + 837,726,848 x 0.6 + 2,147,483,648 - 805,306,368
-    = 21,298,782,264.32; high = 20,055,638,016 x 1.05 + 837,726,848 x 1.6 + 2,147,483,648
-    + 1,610,612,736 = 26,156,879,257.6.
+    doubled: low = 20,055,638,016 x 0.97 + 820,949,632 x 0.6 + 2,147,483,648 - 805,306,368
+    = 21,288,715,934.72; high = 20,055,638,016 x 1.05 + 820,949,632 x 1.6 + 2,147,483,648
+    + 1,610,612,736 = 26,130,035,712.0.
     """
     plan = plan_of(write(tmp_path, HAND_MOE), policies)
     assert (plan.schedule, plan.pipeline, plan.data_parallel, plan.microbatches) == (
@@ -680,23 +682,23 @@ def test_memory_model_hand_worked(tmp_path, policies):
         "gradients": 5_468_435_456,
         "optimizer": 1_825_165_824,
         "replication_extra": 10_027_819_008,
-        "activations": 837_726_848,
+        "activations": 820_949_632,
         "other": 2_147_483_648,
-        "total": 23_040_848_512,
+        "total": 23_024_071_296,
     }
     # The JSON rounds to whole bytes; the model's own values keep the fractions.
-    assert (low, high) == (21_298_782_264, 26_156_879_258)
-    assert plan.memory.worst.low == pytest.approx(21_298_782_264.32, rel=1e-12)
-    assert plan.memory.worst.high == pytest.approx(26_156_879_257.6, rel=1e-12)
+    assert (low, high) == (21_288_715_935, 26_130_035_712)
+    assert plan.memory.worst.low == pytest.approx(21_288_715_934.72, rel=1e-12)
+    assert plan.memory.worst.high == pytest.approx(26_130_035_712.0, rel=1e-12)
     worst = plan.memory.worst
     assert (worst.rank, worst.inflight, worst.layers) == (0, 3, 16)
-    assert [r.total for r in plan.memory.ranks] == [23_040_848_512] * 2
+    assert [r.total for r in plan.memory.ranks] == [23_024_071_296] * 2
     assert worst.parameters == 2 * 1_367_108_864  # both copies
     text = render_markdown(plan, policies)
     assert (
-        "| Memory per GPU (worst rank) | 21.5 GiB (band 19.8-24.4) of 37.4 GiB usable "
+        "| Memory per GPU (worst rank) | 21.4 GiB (band 19.8-24.3) of 37.4 GiB usable "
         "(39.39 GiB less 5% headroom); rank 0: weights 2.55 + gradients 5.09 + optimizer 1.7 + "
-        "second copy 9.34 + activations 0.78 (3 in flight) + other 2.0 GiB"
+        "second copy 9.34 + activations 0.76 (3 in flight) + other 2.0 GiB"
     ) in text
     assert (
         "| DualPipe replication | +9.3 GiB per GPU for the second parameter copy; fits. 2.73B "
@@ -708,19 +710,19 @@ def test_memory_model_zero1_over_dp_without_dualpipe(tmp_path, policies):
     """The same model with an NCCL all-to-all: RF002 -> Zero Bubble, one parameter copy per
     rank, the same 10,027,819,008 B of states on both. zb1p at P = 2 holds min(M, P - r)
     chunks: 2 on rank 0, 1 on rank 1 (as 1F1B). Rank 0: 2 x 8 x 16,777,216 + the recomputed
-    layer 435,073,664 = 703,509,120 B of activations and the 1.5 GiB overhead: 12,341,940,864.
-    Rank 1, with the output layer: 8 x 16,777,216 + 435,073,664 = 569,291,392 of activations,
+    layer 418,296,448 = 686,731,904 B of activations and the 1.5 GiB overhead: 12,325,163,648.
+    Rank 1, with the output layer: 8 x 16,777,216 + 418,296,448 = 552,514,176 of activations,
     and the fp32 logits 536,870,912 next to the overhead (other 2,147,483,648):
-    12,744,594,048, the worst rank."""
+    12,727,816,832, the worst rank."""
     plan = plan_of(write(tmp_path, HAND_MOE.replace("deepep", "nccl")), policies)
     assert (plan.schedule, plan.pipeline) == ("zb1p", 2)
-    assert [r.total for r in plan.memory.ranks] == [12_341_940_864, 12_744_594_048]
+    assert [r.total for r in plan.memory.ranks] == [12_325_163_648, 12_727_816_832]
     assert plan.memory.worst.rank == 1
     memory = plan_dict(plan, policies)["memory_bytes"]
     assert memory["replication_extra"] == 0
-    assert memory["activations"] == 569_291_392
+    assert memory["activations"] == 552_514_176
     assert memory["other"] == 2_147_483_648
-    assert memory["total"] == 12_744_594_048
+    assert memory["total"] == 12_727_816_832
 
 
 # ---- Determinism and golden plans -------------------------------------------------------------

@@ -91,6 +91,8 @@ training:
   optimizer_moment_dtype: bf16
   main_grad_dtype: bf16
   flash_attention: false
+  cross_entropy: unfused
+  tensor_parallel_impl: dtensor
 parallelism:
   tensor: 1
   pipeline: 16
@@ -185,8 +187,8 @@ def manifest(text: str) -> Manifest:
 def test_full_manifest_is_valid() -> None:
     assert findings(FULL) == []
     assert LINE["cluster.interconnect.intra_node"] == 17
-    assert LINE["parallelism.microbatches"] == 64
-    assert len(LINE) == 70
+    assert LINE["parallelism.microbatches"] == 66
+    assert len(LINE) == 72
 
 
 # --- S002: required keys ----------------------------------------------------------------------
@@ -394,8 +396,13 @@ ENUMS = [
     ("training.precision", "BF16", "bf16, fp8, fp16", " (did you mean 'bf16'?)"),
     ("training.precision", "fp18", "bf16, fp8, fp16", " (did you mean 'fp8'?)"),
     ("training.precision", "int4", "bf16, fp8, fp16", ""),
-    ("training.activation_recompute", "ful", "none, selective, full", " (did you mean 'full'?)"),
-    ("training.activation_recompute", "always", "none, selective, full", ""),
+    (
+        "training.activation_recompute",
+        "ful",
+        "none, selective, selective_op, full",
+        " (did you mean 'full'?)",
+    ),
+    ("training.activation_recompute", "always", "none, selective, selective_op, full", ""),
     ("training.activation_storage", "FP8", "bf16, fp8", " (did you mean 'fp8'?)"),
     ("training.activation_storage", "fp16", "bf16, fp8", " (did you mean 'bf16'?)"),
     ("training.optimizer_moment_dtype", "FP32", "fp32, bf16", " (did you mean 'fp32'?)"),
@@ -403,6 +410,10 @@ ENUMS = [
     ("training.main_grad_dtype", "BF16", "fp32, bf16", " (did you mean 'bf16'?)"),
     ("training.main_grad_dtype", "tf32", "fp32, bf16", " (did you mean 'fp32'?)"),
     ("training.main_grad_dtype", "int8", "fp32, bf16", ""),
+    ("training.cross_entropy", "Unfused", "fused, unfused", " (did you mean 'unfused'?)"),
+    ("training.cross_entropy", "chunked", "fused, unfused", ""),
+    ("training.tensor_parallel_impl", "DTensor", "megatron, dtensor", " (did you mean 'dtensor'?)"),
+    ("training.tensor_parallel_impl", "fsdp", "megatron, dtensor", ""),
     (
         "parallelism.schedule",
         "DualPipe",
@@ -675,7 +686,7 @@ def test_long_unknown_key_is_cut_in_the_message() -> None:
 
 def test_merge_key_is_an_unknown_key() -> None:
     text = FULL.replace("parallelism:\n", "parallelism:\n  <<: {tensor: 1}\n")
-    assert findings(text) == [("S001", 59, 3, "unknown key '<<' in parallelism")]
+    assert findings(text) == [("S001", 61, 3, "unknown key '<<' in parallelism")]
 
 
 def test_schema_fallback_code_for_other_keywords() -> None:
@@ -770,7 +781,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 69
+    assert len(list(properties(SCHEMA))) == 71
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -812,6 +823,8 @@ def test_schema_defaults_match_the_normalised_manifest(valid_manifest_text: str)
         "training.optimizer_moment_dtype": m.training.optimizer_moment_dtype,
         "training.main_grad_dtype": m.training.main_grad_dtype,
         "training.flash_attention": m.training.flash_attention,
+        "training.cross_entropy": m.training.cross_entropy,
+        "training.tensor_parallel_impl": m.training.tensor_parallel_impl,
         "parallelism.tensor": m.parallelism.tensor if m.parallelism else None,
         "parallelism.pipeline": m.parallelism.pipeline if m.parallelism else None,
         "parallelism.virtual_stages": m.parallelism.virtual_stages if m.parallelism else None,
@@ -1017,7 +1030,7 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         "X006-expert-parallelism",
         DENSE,
         {"parallelism.context": "1\n  expert: 2"},
-        [("X006", 57, 3, "expert parallelism is set on a dense model")],
+        [("X006", 59, 3, "expert parallelism is set on a dense model")],
     ),
     ("X006-ok-expert-1", DENSE, {"parallelism.context": "1\n  expert: 1"}, []),
     (
@@ -2216,14 +2229,15 @@ def test_full_manifest_values() -> None:
     )
     assert t.sequence_parallel is False
     assert (t.activation_storage, t.activation_offload, t.flash_attention) == ("fp8", True, False)
+    assert (t.cross_entropy, t.tensor_parallel_impl) == ("unfused", "dtensor")
     assert (t.optimizer_offload, t.optimizer_moment_dtype, t.main_grad_dtype) == (
         0.5,
         "bf16",
         "bf16",
     )
     assert m.position("model.mla.v_head_dim") == (at("model.mla.v_head_dim"))
-    assert m.position("parallelism.schedule") == (65, 3)
-    assert m.position("parallelism.nothing") == (58, 1)
+    assert m.position("parallelism.schedule") == (67, 3)
+    assert m.position("parallelism.nothing") == (60, 1)
 
 
 def test_manifest_is_immutable_and_plain_data() -> None:
