@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
+from dpguard import cache as dpguard_cache
 from dpguard import resources
 from dpguard.catalog import Catalog
 from dpguard.crossfield import Raw, cross_field_problems
@@ -54,13 +55,18 @@ def _validator() -> Any:
     from jsonschema.exceptions import SchemaError
 
     schema = resources.schema(SCHEMA_FILE)
-    try:  # a broken schema is dpguard's own file: exit 2, not an internal error mid-review
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        where = dotted(tuple(exc.absolute_path))
-        raise ConfigError(
-            f"not a valid JSON Schema at {where}: {exc.message}", SCHEMA_PATH
-        ) from None
+    # Checking the schema against its metaschema costs ~35 ms a process: done once per schema.
+    text = resources.read_text("dpguard.schemas", SCHEMA_FILE)
+    checked = dpguard_cache.marker("valid-schemas", text.encode())
+    if not dpguard_cache.vouched(checked):
+        try:  # a broken schema is dpguard's own file: exit 2, not an internal error mid-review
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            where = dotted(tuple(exc.absolute_path))
+            raise ConfigError(
+                f"not a valid JSON Schema at {where}: {exc.message}", SCHEMA_PATH
+            ) from None
+        dpguard_cache.vouch(checked)
     strict = Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer)
     validator = validators.extend(Draft202012Validator, type_checker=strict)
     return validator(schema)

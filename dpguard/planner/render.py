@@ -229,10 +229,12 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
 def _environment(templates_dir: str | None) -> Any:
     from jinja2 import FileSystemLoader, PackageLoader
 
+    from dpguard.cache import template_bytecode
+
     loader = (
         FileSystemLoader(templates_dir) if templates_dir else PackageLoader("dpguard.templates", "")
     )
-    return sandbox(loader=loader, keep_trailing_newline=True)
+    return sandbox(loader=loader, keep_trailing_newline=True, bytecode_cache=template_bytecode())
 
 
 def _position(exc: BaseException) -> str:

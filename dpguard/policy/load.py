@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path as FsPath
 from typing import Any
 
+from dpguard import cache as dpguard_cache
 from dpguard import resources
 from dpguard.errors import ConfigError, InputError
 from dpguard.findings import Severity
@@ -106,20 +107,9 @@ def _rule(
 
 def _validated_marker(raw: bytes) -> FsPath | None:
     """Where this dpguard records that these exact policy bytes loaded without a problem, so
-    that later processes skip the schema validation and the message-template lint (~60 ms), as
-    pre-commit and ruff keep per-user caches. Keyed by dpguard's version, the policy schema and
-    the file's bytes: any change revalidates. `DPGUARD_CACHE_DIR` moves it (empty: no cache);
-    default `$XDG_CACHE_HOME/dpguard`, else `~/.cache/dpguard`."""
-    from dpguard import __version__
-
-    base = os.environ.get("DPGUARD_CACHE_DIR")
-    if base is None:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        base = os.path.join(xdg, "dpguard")
-    if not base:
-        return None
-    key = hashlib.sha256(__version__.encode() + _schema_bytes() + b"\0" + raw).hexdigest()
-    return FsPath(base) / "validated-policies" / key
+    that later processes skip the schema validation and the message-template lint (~60 ms).
+    Keyed by the policy schema and the file's bytes: any change revalidates."""
+    return dpguard_cache.marker("validated-policies", _schema_bytes(), raw)
 
 
 @cache
@@ -135,7 +125,7 @@ def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
     except YamlLoadError as exc:
         return None, [f"{path}:{exc.position.line}:{exc.position.col}: {exc.message}"]
     marker = _validated_marker(raw)
-    trusted = marker is not None and marker.is_file()
+    trusted = dpguard_cache.vouched(marker)
     problems = [] if trusted else _schema_problems(doc)
     if problems:
         return None, problems
@@ -178,10 +168,8 @@ def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
         max_waiver_days=settings.get("max_waiver_days"),
         settings={k: v for k, v in settings.items() if k not in ("disable", "max_waiver_days")},
     )
-    if marker is not None and not trusted and not problems:
-        with contextlib.suppress(OSError):  # a read-only home only costs the time saved
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.touch()
+    if not trusted and not problems:
+        dpguard_cache.vouch(marker)
     return policy_set, problems
 
 

@@ -1,0 +1,86 @@
+"""The per-user cache (dpguard/cache.py) beyond policy files (tests/test_policy_cache.py): the
+manifest schema's metaschema check, exact simulation timings and compiled page templates. What
+it returns must be what the work would have produced, and a missing, unwritable or corrupt
+cache must only cost time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dpguard import cache, sizing, validate
+from dpguard.policy.load import load_policies
+from dpguard.schedules import simulate
+
+SETTINGS = load_policies([]).settings
+DUALPIPE = sizing.Strategy("dualpipe", 1, 8, 1, 1, 1, 64)
+
+
+@pytest.fixture
+def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("DPGUARD_CACHE_DIR", str(folder))
+    sizing._simulate.cache_clear()
+    validate._validator.cache_clear()
+    yield folder
+    sizing._simulate.cache_clear()
+    validate._validator.cache_clear()
+
+
+def _refuse(*_: object, **__: object) -> None:
+    raise AssertionError("computed again")
+
+
+def test_a_remembered_simulation_is_not_run_again_and_gives_the_same_bubble(directory, monkeypatch):
+    first = sizing.bubble(DUALPIPE, SETTINGS)
+    exact = simulate("dualpipe", 8, 64, sizing.op_times(SETTINGS)).bubble_fraction
+    assert first is not None and first.fraction == float(exact)
+    assert len(list((directory / "simulations").iterdir())) == 1
+    sizing._simulate.cache_clear()
+    monkeypatch.setattr("dpguard.schedules.simulate", _refuse)
+    assert sizing.bubble(DUALPIPE, SETTINGS) == first
+
+
+def test_a_corrupt_simulation_entry_is_simulated_again(directory):
+    first = sizing.bubble(DUALPIPE, SETTINGS)
+    (entry,) = (directory / "simulations").iterdir()
+    for junk in ("", "1/0 2", "not numbers", "1 2 3"):
+        entry.write_text(junk, encoding="utf-8")
+        sizing._simulate.cache_clear()
+        assert sizing.bubble(DUALPIPE, SETTINGS) == first
+
+
+def test_without_a_usable_cache_everything_still_works(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    for setting in ("", str(blocker / "cache")):
+        monkeypatch.setenv("DPGUARD_CACHE_DIR", setting)
+        sizing._simulate.cache_clear()
+        validate._validator.cache_clear()
+        assert sizing.bubble(DUALPIPE, SETTINGS) is not None
+        assert validate._validator() is not None
+        assert cache.template_bytecode() is None
+    sizing._simulate.cache_clear()
+    validate._validator.cache_clear()
+
+
+def test_the_schema_is_checked_against_its_metaschema_once(directory, monkeypatch):
+    from jsonschema import Draft202012Validator
+
+    validate._validator()
+    assert len(list((directory / "valid-schemas").iterdir())) == 1
+    validate._validator.cache_clear()
+    monkeypatch.setattr(Draft202012Validator, "check_schema", _refuse)
+    assert validate._validator() is not None
+
+
+def test_page_templates_are_compiled_once(directory, monkeypatch):
+    from dpguard.planner.render import _environment
+
+    env = _environment(None)
+    env.get_template("plan.md.j2")
+    assert list((directory / "templates").iterdir())
+    again = _environment(None)
+    monkeypatch.setattr(again, "compile", _refuse)
+    assert again.get_template("plan.md.j2").render is not None
