@@ -1,7 +1,8 @@
-"""dpguard's per-user cache: records that a file of dpguard's own loaded without a problem, and
-compiled page templates, so that later processes skip work whose answer cannot have changed
-(as pre-commit and ruff keep per-user caches). Every entry is keyed by the bytes it vouches for
-and dpguard's version; a cache that cannot be read or written only costs the time it saves."""
+"""dpguard's per-user cache: records that a file of dpguard's own loaded without a problem,
+compiled page templates and exact simulation timings, so that later processes skip work whose
+answer cannot have changed (as pre-commit and ruff keep per-user caches). Every entry is keyed
+by the bytes it vouches for and dpguard's version; a cache that cannot be read or written only
+costs the time it saves."""
 
 from __future__ import annotations
 

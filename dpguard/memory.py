@@ -429,11 +429,11 @@ def op_checkpoint_token_bytes(
         mms += [(width, False)] * (2 if arch.swiglu else 1) + [(h, True)]
     tp = bf * attn_out + 4.0 * a
     full = 0.0
-    for width_, whole in mms[::2]:
+    for size, whole in mms[::2]:
         if whole:
-            full += bf * width_
+            full += bf * size
         else:
-            tp += bf * width_
+            tp += bf * size
     reduce_scatters = 2 if parallel.tensor > 1 else 0
     return TokenBytes(bf * h * (1 + reduce_scatters), tp, expert, 0.0, full)
 

@@ -32,10 +32,16 @@ def read_text(package: str, name: str) -> str:
 
 
 @cache
+def schema_text(name: str) -> str:
+    """A packaged JSON Schema's text, read once per process (it also keys the per-user cache)."""
+    return read_text("dpguard.schemas", name)
+
+
+@cache
 def schema(name: str) -> dict[str, Any]:
     """A packaged JSON Schema, parsed once per process."""
     try:
-        loaded: dict[str, Any] = json.loads(read_text("dpguard.schemas", name))
+        loaded: dict[str, Any] = json.loads(schema_text(name))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{exc.msg}", f"schemas/{name}:{exc.lineno}:{exc.colno}") from None
     return loaded

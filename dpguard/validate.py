@@ -56,8 +56,7 @@ def _validator() -> Any:
 
     schema = resources.schema(SCHEMA_FILE)
     # Checking the schema against its metaschema costs ~35 ms a process: done once per schema.
-    text = resources.read_text("dpguard.schemas", SCHEMA_FILE)
-    checked = dpguard_cache.marker("valid-schemas", text.encode())
+    checked = dpguard_cache.marker("valid-schemas", resources.schema_text(SCHEMA_FILE).encode())
     if not dpguard_cache.vouched(checked):
         try:  # a broken schema is dpguard's own file: exit 2, not an internal error mid-review
             Draft202012Validator.check_schema(schema)

@@ -346,11 +346,12 @@ def manifest_schema_text(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]
         return original(package, name)
 
     monkeypatch.setattr(resources, "read_text", read_text)
-    resources.schema.cache_clear()
-    validate._validator.cache_clear()
+    caches = (resources.schema_text, resources.schema, validate._validator)
+    for cached in caches:
+        cached.cache_clear()
     yield replacement
-    resources.schema.cache_clear()
-    validate._validator.cache_clear()
+    for cached in caches:
+        cached.cache_clear()
 
 
 def test_broken_schema_json_exits_2(

@@ -109,12 +109,9 @@ def _validated_marker(raw: bytes) -> FsPath | None:
     """Where this dpguard records that these exact policy bytes loaded without a problem, so
     that later processes skip the schema validation and the message-template lint (~60 ms).
     Keyed by the policy schema and the file's bytes: any change revalidates."""
-    return dpguard_cache.marker("validated-policies", _schema_bytes(), raw)
-
-
-@cache
-def _schema_bytes() -> bytes:
-    return resources.read_text("dpguard.schemas", SCHEMA_FILE).encode()
+    return dpguard_cache.marker(
+        "validated-policies", resources.schema_text(SCHEMA_FILE).encode(), raw
+    )
 
 
 def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
