@@ -3,15 +3,18 @@ for a problem inside a file, so one broken manifest never stops the others."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dpguard.catalog import Catalog, load_catalog
 from dpguard.findings import Finding, Severity
+from dpguard.frameworks.read import FrameworkError
 from dpguard.manifest import Manifest, build_manifest
 from dpguard.sizing import manifest_warnings
 from dpguard.validate import validate
-from dpguard.yamlsource import YamlLoadError, load_file
+from dpguard.yamlsource import SourceDoc, YamlLoadError, load_text, read_text
 
 if TYPE_CHECKING:  # judging imports the engine and the planner: only when policies are given
     from dpguard.planner.plan import Plan
@@ -26,36 +29,88 @@ class FileResult:
     manifest: Manifest | None  # None when the file could not be loaded or validated
     outcome: Outcome | None = None  # policy evaluation, when policies were given
     plan: Plan | None = None  # the recommended strategy, when policies were given
+    source_format: str = "dpguard"  # or the framework whose config was read (frameworks.read)
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity is severity and not f.waived)
 
 
 def check_file(
-    path: str, catalog: Catalog | None = None, policies: Policies | None = None
+    path: str,
+    catalog: Catalog | None = None,
+    policies: Policies | None = None,
+    defaults: Sequence[SourceDoc] = (),
 ) -> FileResult:
     """Raises InputError (missing file, directory); everything else is a finding. Policies
-    judge only manifests that passed the schema and cross-field checks."""
+    judge only manifests that passed the schema and cross-field checks. `defaults` fill what
+    a framework config cannot say (.dpguard.yaml ``defaults:`` matching this file)."""
     catalog = catalog or load_catalog()
     try:
-        doc = load_file(path)
+        doc, fmt, found, facts = load_any(path, defaults)
     except YamlLoadError as exc:
         line, col = exc.position
         return FileResult(
             path, (Finding(path, line, col, exc.code, Severity.ERROR, exc.message),), None
         )
-    findings = validate(doc, catalog)
-    if findings:
-        return FileResult(path, tuple(findings), None)
-    manifest = build_manifest(doc, catalog)
-    warnings = tuple(
-        Finding(path, *manifest.position(where), code, Severity.WARNING, message)
+    except FrameworkError as exc:
+        where = exc.origin
+        return FileResult(
+            path,
+            (Finding(where.file, *where.position, exc.code, Severity.ERROR, exc.message),),
+            None,
+            source_format=exc.format or "dpguard",
+        )
+    findings = found + validate(doc, catalog, composed=fmt != "dpguard")
+    if any(f.severity is Severity.ERROR for f in findings):
+        return FileResult(path, tuple(sorted(set(findings))), None, source_format=fmt)
+    manifest = build_manifest(doc, catalog, fmt, facts)
+    warnings = tuple(findings) + tuple(
+        Finding(*manifest.locate(where), code, Severity.WARNING, message)
         for code, where, message in manifest_warnings(manifest)
     )
     if policies is None:
-        return FileResult(path, warnings, manifest)
+        return FileResult(path, tuple(sorted(warnings)), manifest, source_format=fmt)
     outcome, plan = judge(manifest, policies)
-    return FileResult(path, tuple(sorted(warnings + outcome.findings)), manifest, outcome, plan)
+    return FileResult(
+        path, tuple(sorted(warnings + outcome.findings)), manifest, outcome, plan, fmt
+    )
+
+
+def load_any(
+    path: str, defaults: Sequence[SourceDoc] = ()
+) -> tuple[SourceDoc, str, list[Finding], Mapping[str, Any]]:
+    """(document, source format, findings of reading it, framework facts). A dpguard manifest
+    loads as itself unless it has `source:`; a framework config is read and composed."""
+    from dpguard.frameworks import read as frameworks
+    from dpguard.frameworks.compose import compose
+
+    text = read_text(path)
+    fmt = frameworks.sniff(path, text)
+    manifest = None
+    if fmt is None:
+        doc = load_text(text, path)
+        if "apiVersion" in doc.data or "kind" in doc.data:
+            source = doc.data.get("source")
+            if not isinstance(source, dict) or not isinstance(source.get("path"), str):
+                return doc, "dpguard", [], {}
+            manifest = doc
+            target, fmt = _source(doc, source)
+            extract = frameworks.read_source(target, fmt, doc)
+        else:
+            fmt = frameworks.yaml_format(doc.data)
+            if fmt is None:
+                return doc, "dpguard", [], {}
+            extract = frameworks.read_doc(doc, fmt)
+    else:
+        extract = frameworks.read(path, fmt)
+    composed, findings = compose(extract, manifest, defaults)
+    return composed, extract.format, findings, extract.facts
+
+
+def _source(doc: SourceDoc, source: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The framework file a manifest's `source:` names, relative to the manifest."""
+    base = os.path.dirname(doc.name)
+    return os.path.join(base, source["path"]), source.get("format")
 
 
 def judge(manifest: Manifest, policies: Policies) -> tuple[Outcome, Plan]:

@@ -1,7 +1,8 @@
 """Stable codes for problems found while loading and validating a manifest.
 
 Policy rules (DT/HR/RF/ADV ids) live in policies/*.yaml; these codes cover what comes before
-policies can judge: the YAML itself (Y), the JSON Schema (S) and cross-field checks (X).
+policies can judge: the YAML itself (Y), the JSON Schema (S), cross-field checks (X) and
+reading framework configs (F, docs/frameworks.md).
 Codes are part of the contract: never renumber, only add.
 """
 
@@ -55,4 +56,9 @@ CODES: dict[str, str] = {
     "X026": "global batch looks like a token count: far above any published batch (warning)",
     "X027": "global batch is prime: it cannot be split over data parallelism (warning)",
     "X028": "global batch shares no factor with the GPU count: data parallelism is 1 (warning)",
+    "F001": "framework config cannot be parsed (syntax, duplicate key, nesting too deep)",
+    "F002": "a framework config value dpguard cannot read or model (warning or info)",
+    "F003": "a required fact no input provides (add it to a source: manifest or defaults:)",
+    "F004": "a value the manifest and its framework config set differently",
+    "F005": "source: names a missing or unrecognised framework config",
 }

@@ -2,11 +2,13 @@
 directory to the git root (a directory containing ``.git``) or the filesystem root.
 
 Keys (schemas/config.schema.json): ``policies`` (paths relative to the config file), ``disable``
-(rule ids), ``waivers`` (path), ``fail_on`` (error|warning). Command-line flags win.
+(rule ids), ``waivers`` (path), ``fail_on`` (error|warning), ``defaults`` (manifest keys for
+framework configs, by glob). Command-line flags win.
 """
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any
 
 from dpguard import resources
 from dpguard.errors import ConfigError
-from dpguard.yamlsource import YamlLoadError, load_file
+from dpguard.yamlsource import SourceDoc, YamlLoadError, load_file
 
 FILENAME = ".dpguard.yaml"
 SCHEMA_FILE = "config.schema.json"
@@ -28,6 +30,22 @@ class Config:
     disable_at: tuple[str, ...] = ()  # file:line:col of each disable entry
     waivers: str | None = None
     fail_on: str | None = None
+    defaults: tuple[tuple[str, SourceDoc], ...] = ()  # (glob, manifest keys) per entry
+
+    def defaults_for(self, path: str) -> tuple[SourceDoc, ...]:
+        """The `defaults:` entries whose glob matches `path`, in file order."""
+        if not self.defaults:
+            return ()
+        try:
+            relative = Path(path).resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return ()  # outside the configured tree
+        return tuple(
+            doc
+            for pattern, doc in self.defaults
+            if fnmatch.fnmatchcase(relative, pattern)
+            or ("/" not in pattern and fnmatch.fnmatchcase(relative.rsplit("/", 1)[-1], pattern))
+        )
 
     @property
     def root(self) -> Path:
@@ -80,7 +98,20 @@ def load(path: Path) -> Config:
         disable_at=tuple(doc.location(("disable", i)) for i in range(len(data.get("disable", ())))),
         waivers=str(base / waivers) if waivers else None,
         fail_on=data.get("fail_on"),
+        defaults=tuple(_defaults(doc)),
     )
+
+
+def _defaults(doc: SourceDoc) -> list[tuple[str, SourceDoc]]:
+    """Each `defaults:` entry's manifest keys as a document of their own, keeping their
+    positions in the config file (a finding about a default points there)."""
+    out = []
+    for i, entry in enumerate(doc.data.get("defaults", ())):
+        prefix = ("defaults", i, "manifest")
+        keys = {p[3:]: at for p, at in doc.keys.items() if p[:3] == prefix and len(p) > 3}
+        values = {p[3:]: at for p, at in doc.values.items() if p[:3] == prefix and len(p) > 3}
+        out.append((entry["files"], SourceDoc(doc.name, entry["manifest"], keys, values)))
+    return out
 
 
 def discover(start: Path | None = None) -> Config:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 
-class Severity(str, Enum):
+class Severity(str, Enum):  # noqa: UP042 - StrEnum would change str(), which reports use
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"

@@ -8,6 +8,7 @@ micro-batch count M) are computed here once; everything downstream reads them fr
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from decimal import Decimal
 from typing import Any
@@ -167,10 +168,18 @@ class Manifest:
     data_parallel: int | None  # gpus / (tensor x pipeline x context), when parallelism is given
     microbatches: int | None  # M per pipeline per optimizer step, when parallelism is given
     source: SourceDoc = field(repr=False, compare=False)
+    source_format: str = "dpguard"  # or the framework whose config was read
+    framework: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def position(self, dotted: str) -> Position:
         """Where `dotted` (e.g. "parallelism.schedule") is written, or its nearest ancestor."""
         return self.source.position(_split(dotted))
+
+    def locate(self, dotted: str) -> tuple[str, int, int]:
+        """File, line and column of `dotted`: a value read from a framework config is placed
+        in that file, not in the manifest that points at it."""
+        path = _split(dotted)
+        return (self.source.file(path), *self.source.position(path))
 
     @property
     def tensor_domain(self) -> int:
@@ -187,7 +196,7 @@ class Manifest:
             if is_dataclass(value) and not isinstance(value, type)
             else value
             for f in fields(self)
-            if f.name not in ("source", "path")
+            if f.name not in ("source", "path", "source_format", "framework")
             for value in (getattr(self, f.name),)
         }
 
@@ -222,8 +231,14 @@ def derived_sizes(
     return dp, global_batch // (micro_batch * dp)
 
 
-def build_manifest(doc: SourceDoc, catalog: Catalog) -> Manifest:
-    """Normalise a document that passed validation into a `Manifest`."""
+def build_manifest(
+    doc: SourceDoc,
+    catalog: Catalog,
+    source_format: str = "dpguard",
+    framework: Mapping[str, Any] | None = None,
+) -> Manifest:
+    """Normalise a document that passed validation into a `Manifest`. `framework` holds the
+    facts a framework reader found (framework rules test them)."""
     data = doc.data
     meta, c, m, t = data["metadata"], data["cluster"], data["model"], data["training"]
     acc = catalog.lookup(c["accelerator"])
@@ -330,4 +345,6 @@ def build_manifest(doc: SourceDoc, catalog: Catalog) -> Manifest:
         data_parallel=dp,
         microbatches=micro,
         source=doc,
+        source_format=source_format,
+        framework=dict(framework or {}),
     )

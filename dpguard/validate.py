@@ -198,15 +198,18 @@ def schema_problems(validator: Any, doc: SourceDoc) -> Iterator[tuple[Path, str,
             yield path, code, f"{where}: {error.message}"
 
 
-def validate(doc: SourceDoc, catalog: Catalog) -> list[Finding]:
-    """Every schema and cross-field problem in `doc`, sorted by position."""
+def validate(doc: SourceDoc, catalog: Catalog, composed: bool = False) -> list[Finding]:
+    """Every schema and cross-field problem in `doc`, sorted by position. A document composed
+    from a framework config has had its missing keys reported already (F003), so S002 is
+    left out."""
     findings: list[Finding] = []
     broken: set[Path] = set()
     for path, code, message in schema_problems(_validator(), doc):
         broken.add(path)
-        line, col = doc.position(path)
-        findings.append(Finding(doc.name, line, col, code, Severity.ERROR, message))
+        if composed and code == "S002":
+            continue
+        findings.append(Finding(doc.file(path), *doc.position(path), code, Severity.ERROR, message))
     for where, code, message in cross_field_problems(Raw(doc, broken), catalog):
-        line, col = doc.position(tuple(where.split(".")))
-        findings.append(Finding(doc.name, line, col, code, Severity.ERROR, message))
+        path = tuple(where.split("."))
+        findings.append(Finding(doc.file(path), *doc.position(path), code, Severity.ERROR, message))
     return sorted(set(findings))

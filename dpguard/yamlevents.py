@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 MAX_BYTES = 256 * 1024
@@ -45,26 +45,37 @@ class YamlLoadError(Exception):
 
 @dataclass(frozen=True)
 class SourceDoc:
-    """A loaded document: plain data, and where each key and value stands in the file."""
+    """A loaded document: plain data, and where each key and value stands.
+
+    A document composed from several files (a manifest and the framework config it points at)
+    names, in `files`, the file of every path not written in `name`; a path's file is that of
+    its nearest positioned ancestor, as its position is."""
 
     name: str
     data: dict[str, Any]
     keys: Mapping[Path, Position]
     values: Mapping[Path, Position]
+    files: Mapping[Path, str] = field(default_factory=dict)
+
+    def _anchor(self, path: Path) -> Path:
+        path = tuple(path)
+        while path and path not in self.keys:
+            path = path[:-1]
+        return path
 
     def position(self, path: Path) -> Position:
         """Position of the key at `path`, or of its nearest ancestor that has one."""
-        path = tuple(path)
-        while path:
-            if path in self.keys:
-                return self.keys[path]
-            path = path[:-1]
-        return Position(1, 1)
+        anchor = self._anchor(path)
+        return self.keys[anchor] if anchor else Position(1, 1)
+
+    def file(self, path: Path) -> str:
+        """The file in which `path` (or its nearest positioned ancestor) is written."""
+        return self.files.get(self._anchor(path), self.name)
 
     def location(self, path: Path) -> str:
-        """``name:line:col`` of `path` (or its nearest positioned ancestor), for messages."""
+        """``file:line:col`` of `path` (or its nearest positioned ancestor), for messages."""
         line, col = self.position(path)
-        return f"{self.name}:{line}:{col}"
+        return f"{self.file(path)}:{line}:{col}"
 
     def value_position(self, path: Path) -> Position:
         return self.values.get(tuple(path)) or self.position(path)

@@ -58,6 +58,7 @@ __all__ = [
     "YamlLoadError",
     "load_file",
     "load_text",
+    "read_text",
     "root_scalars",
 ]
 
@@ -126,6 +127,13 @@ def load_text(text: str, name: str, fast: bool | None = None) -> SourceDoc:
 def load_file(path: str) -> SourceDoc:
     """Load one YAML file. A missing file or a directory raises InputError (dpguard cannot run
     as asked); anything wrong with the content raises YamlLoadError (that file fails)."""
+    return load_text(read_text(path), path)
+
+
+def read_text(path: str) -> str:
+    """A file's text, for every format dpguard reads: at most MAX_BYTES, UTF-8 (a BOM is
+    dropped). Raises InputError (missing, a directory, unreadable) or YamlLoadError (too large,
+    not UTF-8)."""
     try:
         size = os.stat(path).st_size
         if os.path.isdir(path):
@@ -160,7 +168,7 @@ def load_file(path: str) -> SourceDoc:
             f"{bom + exc.start})",
             _line_col(head, len(head)),
         ) from None
-    return load_text(text, path)
+    return text
 
 
 def root_scalars(path: str, wanted: tuple[str, ...]) -> dict[str, str] | None:

@@ -415,7 +415,7 @@ def test_internal_error_traceback_with_debug(
 def test_internal_error_in_the_loader_exits_3(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, valid: str
 ) -> None:
-    monkeypatch.setattr("dpguard.check.load_file", _boom)
+    monkeypatch.setattr("dpguard.check.load_text", _boom)
     code, _out, err = run(capsys, "review", valid)
     assert code == 3
     assert "Traceback" not in err

@@ -177,7 +177,7 @@ def test_hook_manifest_is_valid(tmp_path: Path) -> None:
     (hook,) = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
     assert hook["id"] == "dpguard-review"
     assert hook["entry"] == "dpguard review --only-manifests"
-    assert (hook["language"], hook["types"]) == ("python", ["yaml"])
+    assert (hook["language"], hook["types_or"]) == ("python", ["yaml", "shell", "toml", "json"])
     assert hook.get("pass_filenames", True) is True
 
 

@@ -759,7 +759,26 @@ def covered_rules() -> set[tuple[str, str]]:
     covered |= {("metadata.labels.*", "type"), ("metadata.labels.*", "maxLength")}
     covered |= {("metadata.labels", "maxProperties"), ("metadata.name", "pattern")}
     covered |= {(parent, "additionalProperties") for parent, *_ in UNKNOWN}
+    covered |= {(dotted, keyword) for dotted, keyword, *_ in SOURCE_CASES}
     return {("metadata.labels.*", k) if d == "metadata.labels.team" else (d, k) for d, k in covered}
+
+
+# The `source:` key (docs/frameworks.md), each rule of its schema: (YAML, code, message part).
+SOURCE_CASES = [
+    ("source", "type", "source: a.sh\n", "S003", "source must be a mapping"),
+    ("source", "additionalProperties", "source: {path: a.sh, fmt: x}\n", "S001", "'fmt'"),
+    ("source.path", "required", "source: {format: megatron}\n", "S002", "'path'"),
+    ("source.path", "type", "source: {path: 3}\n", "S003", "source.path must be a string"),
+    ("source.path", "minLength", "source: {path: ''}\n", "S004", "must not be empty"),
+    ("source.format", "enum", "source: {path: a.sh, format: megatrn}\n", "S005", "megatron"),
+]
+
+
+@pytest.mark.parametrize("case", SOURCE_CASES, ids=[f"{c[0]}-{c[1]}" for c in SOURCE_CASES])
+def test_source_schema(valid_manifest_text: str, case: tuple[str, ...]) -> None:
+    _dotted, _keyword, line, code, part = case
+    found = findings(valid_manifest_text + line)
+    assert [(c, part in m) for c, _, _, m in found] == [(code, True)], found
 
 
 def test_every_schema_rule_has_a_case() -> None:
@@ -781,7 +800,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 71
+    assert len(list(properties(SCHEMA))) == 74
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -789,6 +808,7 @@ def test_schema_rejects_unknown_keys_everywhere() -> None:
     assert objects == [
         "metadata",
         "metadata.labels",
+        "source",
         "cluster",
         "cluster.interconnect",
         "model",
@@ -2269,6 +2289,7 @@ def test_counts_are_ints_in_the_manifest() -> None:
 def test_every_code_is_asserted_by_a_test() -> None:
     here = Path(__file__).read_text(encoding="utf-8")
     loader = (Path(__file__).parent / "test_yamlsource.py").read_text(encoding="utf-8")
+    loader += (Path(__file__).parent / "test_frameworks.py").read_text(encoding="utf-8")
     unasserted = [c for c in codes.CODES if f'"{c}"' not in here + loader]
     assert unasserted == []
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from dpguard.commands._policies import add_policy_option
+from dpguard.errors import DpguardError
 
 HELP = "check training manifests (many files per call, as pre-commit passes them)"
 
@@ -13,7 +14,9 @@ HELP = "check training manifests (many files per call, as pre-commit passes them
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from dpguard.reporters import formats
 
-    parser.add_argument("files", nargs="+", metavar="FILE", help="manifest files to check")
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="manifests or framework configs to check"
+    )
     parser.add_argument(
         "--format", choices=formats(), default="text", help="report format (default: text)"
     )
@@ -28,10 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--only-manifests",
         action="store_true",
-        help="pass over YAML files that are not training manifests quietly (for pre-commit): "
-        "check a file only if its first document's root mapping has kind: TrainingManifest, "
-        "or an apiVersion: dpguard/... and no other dpguard kind; a file that is not YAML at "
-        "all is still reported",
+        help="pass over files that are neither training manifests nor framework configs "
+        "quietly (for pre-commit): check YAML only if its first document's root mapping has "
+        "kind: TrainingManifest, or an apiVersion: dpguard/... and no other dpguard kind, or "
+        "it is a framework config (docs/frameworks.md); shell, TOML and JSON only when they "
+        "are framework configs; a .yaml file that is not YAML at all is still reported",
     )
     add_policy_option(parser)
     parser.add_argument(
@@ -89,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     paths = [p for p in args.files if declares_manifest(p)] if args.only_manifests else args.files
     for path in paths:
         try:
-            result = check_file(path, catalog, policies)
+            result = check_file(path, catalog, policies, cfg.defaults_for(path))
             if waivers is not None:
                 findings, hits = waivers.apply(result.findings)
                 used |= hits
@@ -122,17 +126,31 @@ OTHER_KINDS = frozenset({"PolicySet", "PolicyTest", "Waivers"})  # dpguard/v1 fi
 
 
 def declares_manifest(path: str) -> bool:
-    """Whether `--only-manifests` checks `path`: its first YAML document's root mapping has
-    ``kind: TrainingManifest``, or an ``apiVersion: dpguard/...`` without another dpguard kind
-    (so a typo in either key is reported, not skipped). Other YAML (tags, several documents,
-    anchors) costs little and never fails here; a file that cannot be read or is not YAML at
-    all counts as a manifest, so review reports it."""
-    from dpguard.yamlsource import root_scalars
+    """Whether `--only-manifests` checks `path`: a framework config dpguard reads (by content:
+    docs/frameworks.md), or YAML whose first document's root mapping has ``kind:
+    TrainingManifest``, or an ``apiVersion: dpguard/...`` without another dpguard kind (so a
+    typo in either key is reported, not skipped). Other files cost little and never fail
+    here; a YAML file that cannot be read or is not YAML at all counts as a manifest, so
+    review reports it."""
+    import os
 
+    from dpguard.frameworks.read import sniff, yaml_format
+    from dpguard.yamlsource import YamlLoadError, load_text, read_text, root_scalars
+
+    if not path.endswith((".yaml", ".yml")) and os.path.isfile(path):
+        try:
+            return sniff(path, read_text(path)) is not None
+        except (YamlLoadError, DpguardError):
+            return False  # not text dpguard reads: not its business in hook mode
     keys = root_scalars(path, ("apiVersion", "kind"))
     if keys is None:
         return True
     api, kind = keys.get("apiVersion"), keys.get("kind")
     if kind == "TrainingManifest":
         return True
-    return api is not None and api.startswith("dpguard/") and kind not in OTHER_KINDS
+    if api is not None or kind is not None:
+        return api is not None and api.startswith("dpguard/") and kind not in OTHER_KINDS
+    try:
+        return yaml_format(load_text(read_text(path), path).data) is not None
+    except (YamlLoadError, DpguardError):
+        return False

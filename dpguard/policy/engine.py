@@ -49,14 +49,14 @@ def _finding(
     rule: Rule, manifest: Manifest, facts: Mapping[str, Any], severity: Severity
 ) -> Finding:
     anchor = FACTS[rule.at].anchor or rule.at if rule.at in FACTS else ""
-    line, col = manifest.position(anchor)
+    path, line, col = manifest.locate(anchor)
     try:
         message = render_message(rule.message, facts, {"id": rule.id, "title": rule.title})
     except Exception as exc:  # a policy bug, never the manifest's
         raise ConfigError(
             f"message of rule {rule.id} cannot be rendered: {exc}", rule.location
         ) from None
-    return Finding(manifest.path, line, col, rule.id, severity, message, kind=rule.kind)
+    return Finding(path, line, col, rule.id, severity, message, kind=rule.kind)
 
 
 def evaluate(policies: Policies, manifest: Manifest, base_facts: Mapping[str, Any]) -> Outcome:
@@ -66,8 +66,7 @@ def evaluate(policies: Policies, manifest: Manifest, base_facts: Mapping[str, An
     if decision is None:
         findings.append(
             Finding(
-                manifest.path,
-                *manifest.position("kind"),  # the document as a whole, not a comment line
+                *manifest.locate("kind"),  # the document as a whole, not a comment line
                 "P001",
                 Severity.ERROR,
                 "no decision row matches this manifest: the policy cannot recommend a schedule "

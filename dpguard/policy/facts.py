@@ -382,7 +382,74 @@ _PER_SCHEDULE = tuple(
     )
 )
 
-FACTS: dict[str, FactSpec] = {spec.path: spec for spec in (*_SPECS, *_PER_SCHEDULE)}
+FRAMEWORK_FORMATS = (
+    "dpguard",
+    "megatron",
+    "nemo",
+    "bridge",
+    "flagscale",
+    "torchtitan",
+    "deepspeed",
+    "nanotron",
+)
+
+# What a framework config asks for that the normalised manifest cannot say (frameworks.read);
+# unset for dpguard manifests, so framework rules never fire on them.
+FRAMEWORK = (
+    _f(
+        "framework.format",
+        "str",
+        "the file's format: dpguard or the framework read",
+        FRAMEWORK_FORMATS,
+        "kind",
+    ),
+    _f(
+        "framework.layers_dropped",
+        "int",
+        "layers Megatron silently leaves out: num_layers minus PP x virtual stages x "
+        "--num-layers-per-virtual-pipeline-stage",
+        anchor="model.layers",
+    ),
+    _f(
+        "framework.sequence_lengths",
+        "str",
+        "the sequence lengths one file sets, with their lines, when they disagree",
+        anchor="model.seq_len",
+    ),
+    _f(
+        "framework.schedule_without_pipeline",
+        "str",
+        "the pipeline schedule a config names while its pipeline degree is 1",
+        anchor="parallelism.pipeline",
+    ),
+    _f(
+        "framework.shared_expert_overlap",
+        "bool",
+        "FlagScale moe_shared_expert_overlap with DualPipeV",
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "framework.uneven_odd_stage",
+        "str",
+        "FlagScale first/last-stage layer counts that are odd under DualPipeV",
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "framework.fb_overlap_with_grad_overlap",
+        "bool",
+        "FlagScale moe_fb_overlap with overlap_grad_reduce or overlap_param_gather",
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "framework.zero_with_pipeline",
+        "bool",
+        "a DeepSpeed config with a pipeline section and ZeRO stage 2 or 3",
+        anchor="training.zero_stage",
+    ),
+)
+
+
+FACTS: dict[str, FactSpec] = {spec.path: spec for spec in (*_SPECS, *_PER_SCHEDULE, *FRAMEWORK)}
 ROOTS = frozenset(path.split(".")[0] for path in FACTS)
 # Numeric facts every valid manifest sets (required, or defaulted): the reachability check may
 # rely on them never being unset.
@@ -445,6 +512,9 @@ def manifest_facts(manifest: Manifest) -> dict[str, Any]:
             for part in rest.split("."):
                 node = node.get(part) if isinstance(node, dict) else None
             facts[path] = node
+    for spec in FRAMEWORK:
+        facts[spec.path] = manifest.framework.get(spec.path)
+    facts["framework.format"] = manifest.source_format
     c, p = manifest.cluster, manifest.parallelism
     facts["derived.nodes"] = math.ceil(c.gpus / c.gpus_per_node)
     facts["derived.tensor_domain"] = manifest.tensor_domain

@@ -19,11 +19,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path as FsPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from dpguard import resources
 from dpguard.catalog import Catalog, load_catalog
 from dpguard.errors import ConfigError
+from dpguard.findings import Finding, Severity
 from dpguard.manifest import build_manifest
 from dpguard.policy.model import Policies
 from dpguard.validate import validate
@@ -128,25 +129,37 @@ def load_cases(path: str) -> SourceDoc:
     return doc
 
 
-def _manifest_data(doc: SourceDoc, index: int, case: Mapping[str, Any]) -> dict[str, Any]:
+class _Loaded(NamedTuple):
+    data: dict[str, Any]
+    source_format: str = "dpguard"
+    framework: Mapping[str, Any] = {}
+    findings: tuple[Finding, ...] = ()  # of reading a framework config (F001-F005)
+
+
+def _manifest_data(doc: SourceDoc, index: int, case: Mapping[str, Any]) -> _Loaded:
+    """The case's manifest with its patch applied. A path may name a framework config (or a
+    manifest with source:), read as review reads it, so framework rules are testable too."""
+    from dpguard.check import load_any
+    from dpguard.frameworks.read import FrameworkError
+
     source = case["manifest"]
     named = doc.data.get("manifests", {})
+    loaded = _Loaded(source if isinstance(source, dict) else {})
     if isinstance(source, str) and source in named:
-        data = named[source]
+        loaded = _Loaded(named[source])
     elif isinstance(source, str):
         target = FsPath(doc.name).parent / source
         try:
-            data = load_file(str(target)).data
-        except YamlLoadError as exc:
+            mdoc, fmt, found, facts = load_any(str(target))
+            loaded = _Loaded(mdoc.data, fmt, facts, tuple(found))
+        except (YamlLoadError, FrameworkError) as exc:
             raise ConfigError(
                 f"manifest {source} cannot be loaded: {exc.message}",
                 doc.location(("cases", index, "manifest")),
             ) from None
         except Exception as exc:  # InputError: missing file
             raise ConfigError(str(exc), doc.location(("cases", index, "manifest"))) from None
-    else:
-        data = source
-    return merge(data, case.get("patch", {}))
+    return loaded._replace(data=merge(loaded.data, case.get("patch", {})))
 
 
 def _ids(ids: Iterable[str]) -> str:
@@ -158,9 +171,21 @@ def run_case(doc: SourceDoc, index: int, policies: Policies, catalog: Catalog) -
     case = doc.data["cases"][index]
     line, col = doc.position(("cases", index, "name"))
     expect = case["expect"]
-    data = _manifest_data(doc, index, case)
-    mdoc = source_from_data(data, doc.name, Position(line, col))
-    findings = validate(mdoc, catalog)
+    loaded = _manifest_data(doc, index, case)
+    mdoc = source_from_data(loaded.data, doc.name, Position(line, col))
+    composed = loaded.source_format != "dpguard"
+    findings = [
+        f
+        for f in (*loaded.findings, *validate(mdoc, catalog, composed))
+        if f.severity is Severity.ERROR and f.code != "F003"  # the patch may add what was missing
+    ]
+    if composed:
+        from dpguard.frameworks import compose
+
+        findings += [
+            Finding(doc.name, line, col, "F003", Severity.ERROR, f"{key} is missing")
+            for key in compose.missing(loaded.data)
+        ]
     failures: list[str] = []
     codes = {f.code for f in findings}
     result = CaseResult(doc.name, line, col, case["name"], ())
@@ -176,7 +201,7 @@ def run_case(doc: SourceDoc, index: int, policies: Policies, catalog: Catalog) -
     if expect.get("valid", True) is False:
         failures.append("expected an invalid manifest, got a valid one")
         return CaseResult(doc.name, line, col, case["name"], tuple(failures))
-    manifest = build_manifest(mdoc, catalog)
+    manifest = build_manifest(mdoc, catalog, loaded.source_format, loaded.framework)
     from dpguard.check import judge  # imports the planner, which imports this package
 
     outcome, _plan = judge(manifest, policies)

@@ -48,6 +48,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "files": [
             {
                 "path": r.path,
+                "source_format": r.source_format,
                 "valid": not report.failed(r),
                 "findings": [finding_dict(f) for f in r.findings],
                 "manifest": r.manifest.to_dict() if r.manifest else None,

@@ -158,8 +158,8 @@ def decision_finding(result: FileResult) -> Finding | None:
     rule = result.outcome.decision
     assert rule is not None  # decision_text returned text
     spec = FACTS.get(rule.at)
-    line, col = result.manifest.position((spec.anchor if spec else "") or rule.at)
-    return Finding(result.path, line, col, rule.id, Severity.INFO, text, kind="decision")
+    path, line, col = result.manifest.locate((spec.anchor if spec else "") or rule.at)
+    return Finding(path, line, col, rule.id, Severity.INFO, text, kind="decision")
 
 
 def decision_line(result: FileResult) -> str | None:

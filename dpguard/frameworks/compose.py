@@ -1,0 +1,215 @@
+"""One manifest from a framework config, the manifest that points at it, and defaults.
+
+The framework file says how the job launches; what it cannot say (GPU count, accelerator,
+interconnect, token budget) comes from a ``source:`` manifest or from ``defaults:`` in
+.dpguard.yaml. The result is an ordinary `SourceDoc`, so every schema check, cross-field check,
+rule, memory verdict and plan applies unchanged, and every position points into the file the
+value was written in.
+
+Precedence: the framework file is what runs, so its values stand; a manifest value that
+differs is an error naming both places (F004); defaults only fill what neither says.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from dpguard import resources
+from dpguard.findings import Finding, Severity
+from dpguard.frameworks.model import Extract, Origin
+from dpguard.yamlevents import Path, Position, SourceDoc
+
+# Where a missing fact goes, in the message naming it.
+_WHERE = "a manifest with `source: {{path: {name}}}` or `defaults:` in .dpguard.yaml"
+
+
+def compose(
+    extract: Extract,
+    manifest: SourceDoc | None = None,
+    defaults: Iterable[SourceDoc] = (),
+) -> tuple[SourceDoc, list[Finding]]:
+    """The composed document (named after the manifest when there is one, else after the
+    framework file) and the findings of composing: conflicts (F004), missing facts (F003),
+    and the reader's notes."""
+    name = manifest.name if manifest is not None else extract.path
+    data: dict[str, Any] = {}
+    keys: dict[Path, Position] = {}
+    files: dict[Path, str] = {}
+    findings = [
+        Finding(n.origin.file, *n.origin.position, n.code, n.severity, n.message)
+        for n in extract.notes
+    ]
+
+    def put(path: Path, value: Any, origin: Origin) -> None:
+        node: dict[Any, Any] = data
+        for depth, key in enumerate(path[:-1]):
+            node = node.setdefault(key, {})
+            prefix = path[: depth + 1]
+            if prefix not in keys:  # a section sits where its first value was written
+                keys[prefix] = origin.position
+                if origin.file != name:
+                    files[prefix] = origin.file
+        node[path[-1]] = value
+        keys[path] = origin.position
+        if origin.file != name:
+            files[path] = origin.file
+
+    for dotted, value in sorted(extract.values.items()):
+        origin = extract.origins.get(dotted, Origin(extract.path, Position(1, 1)))
+        put(tuple(dotted.split(".")), value, origin)
+    if manifest is not None:
+        for path, value in _leaves(manifest.data):
+            dotted = ".".join(map(str, path))
+            if dotted in extract.values and not _same(extract.values[dotted], value):
+                there = extract.origins.get(dotted, Origin(extract.path, Position(1, 1)))
+                findings.append(
+                    Finding(
+                        manifest.name,
+                        *manifest.position(path),
+                        "F004",
+                        Severity.ERROR,
+                        f"{dotted} is {_show(value)} here but {_show(extract.values[dotted])} in "
+                        f"{there.file}:{there.position.line}:{there.position.col}; "
+                        "set it in one place",
+                    )
+                )
+                continue
+            if dotted not in extract.values:
+                put(path, value, Origin(manifest.name, manifest.position(path)))
+    for default in defaults:
+        for path, value in _leaves(default.data):
+            if _get(data, path) is None:
+                put(path, value, Origin(default.name, default.position(path)))
+    data.setdefault("apiVersion", "dpguard/v1")
+    data.setdefault("kind", "TrainingManifest")
+    meta = data.setdefault("metadata", {})
+    meta.setdefault("name", os.path.splitext(os.path.basename(extract.path))[0] or "config")
+    _derive_params(data, keys, files, name)
+    at = manifest.position(("source",)) if manifest is not None else Position(1, 1)
+    for key in missing(data):
+        findings.append(
+            Finding(
+                name,
+                *at,
+                "F003",
+                Severity.ERROR,
+                f"{key} is not in {os.path.basename(extract.path)} (a {extract.format} "
+                f"config cannot say it): add {key} to "
+                + _WHERE.format(name=os.path.basename(extract.path)),
+            )
+        )
+    return SourceDoc(name, data, keys, dict(keys), files), findings
+
+
+def _leaves(data: Mapping[str, Any], prefix: Path = ()) -> Iterable[tuple[Path, Any]]:
+    for key, value in data.items():
+        if prefix == () and key == "source":
+            continue
+        path = (*prefix, key)
+        if isinstance(value, dict) and value and path != ("model", "mla"):
+            yield from _leaves(value, path)
+        else:
+            yield path, value
+
+
+def _get(data: Mapping[str, Any], path: Path) -> Any:
+    node: Any = data
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _same(a: Any, b: Any) -> bool:
+    from dpguard.manifest import parse_quantity
+
+    if a == b:
+        return True
+    try:
+        return parse_quantity(a) == parse_quantity(b)
+    except (ValueError, TypeError):
+        return False
+
+
+def _show(value: Any) -> str:
+    return (
+        str(value).lower()
+        if isinstance(value, bool)
+        else repr(value)
+        if isinstance(value, str)
+        else str(value)
+    )
+
+
+def _derive_params(data: dict[str, Any], keys: dict, files: dict, name: str) -> None:
+    """total_params (and active_params of an MoE model) from the shape, when no input says
+    them: framework configs describe models by shape, never by count."""
+    model = data.get("model")
+    if not isinstance(model, dict) or (
+        "total_params" in model and ("active_params" in model or model.get("architecture") != "moe")
+    ):
+        return
+    from dpguard import memory
+
+    try:
+        arch = memory.Architecture(
+            total_params=1.0,
+            layers=model["layers"],
+            hidden_size=model["hidden_size"],
+            attention_heads=model["attention_heads"],
+            seq_len=model.get("seq_len", 1),
+            vocab_size=model["vocab_size"],
+            ffn_hidden_size=model.get("ffn_hidden_size"),
+            swiglu=model.get("ffn_activation") == "swiglu",
+            kv_heads=model.get("kv_heads"),
+            mla=memory.MLA(**model["mla"])
+            if model.get("attention") == "mla" and "mla" in model
+            else None,
+            experts=model.get("experts", 0) if model.get("architecture") == "moe" else 0,
+            experts_per_token=model.get("experts_per_token", 0),
+            moe_ffn_hidden_size=model.get("moe_ffn_hidden_size"),
+            shared_experts=model.get("shared_experts", 0),
+            dense_layers=model.get("dense_layers", 0),
+            tied_embeddings=not (data.get("parallelism") or {}).get("untie_embeddings", False),
+        )
+    except (KeyError, TypeError, ValueError):
+        return  # a missing or broken shape: reported as such, not as a missing count
+    if arch.moe and arch.moe_ffn_hidden_size is None:
+        return
+    total, active = memory.shape_total_params(arch)
+    anchor = ("model", "layers")
+    for key, value in (("total_params", total), ("active_params", active)):
+        if key == "active_params" and not arch.moe:
+            continue
+        if key not in model:
+            model[key] = round(value)
+            keys[("model", key)] = keys.get(anchor, Position(1, 1))
+            if anchor in files:
+                files[("model", key)] = files[anchor]
+
+
+def missing(data: Mapping[str, Any]) -> list[str]:
+    """Dotted paths the manifest schema requires that the composed document lacks."""
+    schema = resources.schema("manifest.schema.json")
+    out: list[str] = []
+
+    def walk(node: Mapping[str, Any], spec: Mapping[str, Any], prefix: str) -> None:
+        for key in spec.get("required", ()):
+            if key not in node:
+                out.append(prefix + key)
+        for key, sub in spec.get("properties", {}).items():
+            if isinstance(node.get(key), dict) and sub.get("type") == "object":
+                walk(node[key], sub, f"{prefix}{key}.")
+            elif (
+                key in spec.get("required", ()) and key not in node and sub.get("type") == "object"
+            ):
+                walk({}, sub, f"{prefix}{key}.")
+
+    walk(data, schema, "")
+    if "model.vocab_size" in out and "model.total_params" in out and "model.layers" not in out:
+        out.remove("model.total_params")  # derived from the shape once the vocabulary is known
+    # a missing section is reported through its required keys, not as a key of its own
+    return [p for p in out if not any(q.startswith(p + ".") for q in out)]

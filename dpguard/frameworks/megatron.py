@@ -1,0 +1,441 @@
+"""The Megatron family: Megatron-LM flags, and the same names in the YAML of NeMo 1, the NeMo
+Framework Launcher, Megatron-Bridge, FlagScale and the Megatron MoE model zoo.
+
+All of them spell a setting as a Megatron argument (``--tensor-model-parallel-size``, or
+``tensor_model_parallel_size`` in YAML), with a few renames (NeMo's
+``activations_checkpoint_granularity``, Bridge's ``share_embeddings_and_output_weights``).
+Readers collect `Arg`s under canonical Megatron names; `to_manifest` turns them into dpguard
+fields, applying Megatron-LM's defaults where the argument is absent (sources:
+megatron/training/arguments.py and megatron/core/model_parallel_config.py at d98e8a64,
+../shared/docs/config-formats.md section 1.1).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dpguard.frameworks.model import Extract, Note, Origin
+from dpguard.frameworks.shell import Command, Script, Word
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument as written: its value (None when the file does not determine it)."""
+
+    value: Any
+    origin: Origin
+    why: str = ""
+
+
+# Other spellings of the same argument -> the Megatron-LM name.
+ALIASES = {
+    "num_moe_experts": "num_experts",  # Bridge, NeMo
+    "encoder_seq_length": "seq_length",  # NeMo 1
+    "activations_checkpoint_granularity": "recompute_granularity",  # NeMo 1
+    "activations_checkpoint_method": "recompute_method",
+    "activations_checkpoint_num_layers": "recompute_num_layers",
+    "virtual_pipeline_model_parallel_size": "num_virtual_stages_per_pipeline_rank",
+    "moe_enable_deepep": "moe_enable_deepep",
+    "padded_vocab_size": "vocab_size",
+    "max_position_embeddings_seq": "seq_length",
+}
+
+# Arguments that take several values (argparse nargs="+").
+_LISTS = frozenset({"recompute_modules"})
+
+# Megatron flags this reader understands; any other flag is kept but not used.
+_INTEGERS = [
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "expert_model_parallel_size",
+    "context_parallel_size",
+    "num_virtual_stages_per_pipeline_rank",
+    "num_layers_per_virtual_pipeline_stage",
+    "micro_batch_size",
+    "global_batch_size",
+    "train_iters",
+    "train_samples",
+    "num_layers",
+    "hidden_size",
+    "ffn_hidden_size",
+    "num_attention_heads",
+    "num_query_groups",
+    "seq_length",
+    "num_experts",
+    "moe_router_topk",
+    "moe_ffn_hidden_size",
+    "moe_shared_expert_intermediate_size",
+    "mtp_num_layers",
+    "vocab_size",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_head_dim",
+    "qk_pos_emb_head_dim",
+    "v_head_dim",
+    "decoder_first_pipeline_num_layers",
+    "decoder_last_pipeline_num_layers",
+]
+KNOWN = frozenset(
+    [
+        *_INTEGERS,
+        "sequence_parallel",
+        "use_distributed_optimizer",
+        "bf16",
+        "fp16",
+        "fp8_format",
+        "fp8",
+        "recompute_granularity",
+        "recompute_modules",
+        "recompute_method",
+        "recompute_num_layers",
+        "untie_embeddings_and_output_weights",
+        "share_embeddings_and_output_weights",
+        "swiglu",
+        "group_query_attention",
+        "multi_latent_attention",
+        "moe_token_dispatcher_type",
+        "moe_flex_dispatcher_backend",
+        "moe_enable_deepep",
+        "moe_layer_freq",
+        "account_for_embedding_in_pipeline_split",
+        "account_for_loss_in_pipeline_split",
+        "pipeline_model_parallel_layout",
+        "overlap_moe_expert_parallel_comm",
+        "delay_wgrad_compute",
+    ]
+)
+
+
+def canonical(name: str) -> str:
+    name = name.lstrip("-").replace("-", "_")
+    return ALIASES.get(name, name)
+
+
+# -- Megatron-LM command lines --------------------------------------------------------------------
+
+_LAUNCHERS = ("torchrun", "python", "python3", "deepspeed", "srun", "mpirun", "bash")
+
+
+def _score(command: Command) -> int:
+    return sum(1 for w in command.words if w.text and canonical(w.text) in KNOWN)
+
+
+def command_args(script: Script, path: str) -> tuple[dict[str, Arg], dict[str, Arg], list[Note]]:
+    """(Megatron arguments, launcher arguments, notes) of the script's training command: the
+    command that passes the most Megatron flags (`pretrain_gpt.py ...` under torchrun or
+    python). Words whose value cannot be known and that are no flag's value (an array
+    extended inside an `if`) get one note per reason."""
+    best = max(script.commands, key=_score, default=None)
+    if best is None or _score(best) == 0:
+        return {}, {}, []
+    words = list(best.words)
+    program = next((i for i, w in enumerate(words) if w.text and w.text.endswith(".py")), None)
+    stray: dict[str, Word] = {}
+    launcher = _flags(words[:program], path, {}) if program is not None else {}
+    args = _flags(words[program + 1 if program is not None else 0 :], path, stray)
+    notes = [
+        Note(
+            Origin(path, word.position),
+            "F002",
+            f"arguments that cannot be read from the file ({why}) are not checked",
+        )
+        for why, word in stray.items()
+    ]
+    return args, launcher, notes
+
+
+def _flags(words: list[Word], path: str, stray: dict[str, Word]) -> dict[str, Arg]:
+    args: dict[str, Arg] = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if word.text is None:
+            stray.setdefault(word.why, word)
+            continue
+        if not word.text.startswith("--"):
+            continue
+        name, equals, inline = word.text.partition("=")
+        key = canonical(name)
+        origin = Origin(path, word.position)
+        if equals:
+            args[key] = Arg(inline, origin)
+            continue
+        values: list[Word] = []
+        while i < len(words) and not (words[i].text or "").startswith("--"):
+            values.append(words[i])
+            i += 1
+            if key not in _LISTS:
+                break
+        if not values:
+            args[key] = Arg(True, origin)  # a store_true flag
+            continue
+        unknown = next((v for v in values if v.text is None), None)
+        if unknown is not None:
+            args[key] = Arg(None, Origin(path, unknown.position), unknown.why)
+        elif key in _LISTS:
+            args[key] = Arg([v.text for v in values], Origin(path, values[0].position))
+        else:
+            args[key] = Arg(values[0].text, Origin(path, values[0].position))
+    return args
+
+
+# -- to the manifest ------------------------------------------------------------------------------
+
+
+def _int(arg: Arg | None, key: str, notes: list[Note]) -> int | None:
+    if arg is None or arg.value is None:
+        return None
+    value = arg.value
+    if isinstance(value, bool):
+        value = int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    text = str(value).strip()
+    if re.fullmatch(r"-?[0-9]+", text):
+        return int(text)
+    notes.append(Note(arg.origin, "F002", f"{_flag(key)} is {text!r}, not a whole number"))
+    return None
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _true(arg: Arg | None) -> bool:
+    if arg is None or arg.value is None:
+        return False
+    if isinstance(arg.value, str):
+        return arg.value.strip().lower() in ("true", "1", "yes")
+    return bool(arg.value)
+
+
+class _Builder:
+    """Collects dpguard values with the origin of the argument each one comes from."""
+
+    def __init__(self, args: Mapping[str, Arg], notes: list[Note]) -> None:
+        self.args = args
+        self.notes = notes
+        self.values: dict[str, Any] = {}
+        self.origins: dict[str, Origin] = {}
+
+    def set(self, dotted: str, value: Any, *keys: str) -> None:
+        if value is None:
+            return
+        self.values[dotted] = value
+        origin = next((self.args[k].origin for k in keys if k in self.args), None)
+        if origin is not None:
+            self.origins[dotted] = origin
+
+    def int(self, key: str) -> int | None:
+        return _int(self.args.get(key), key, self.notes)
+
+
+def unknown_notes(args: Mapping[str, Arg], used: Iterable[str]) -> list[Note]:
+    """A note for every used argument whose value the file does not determine."""
+    return [
+        Note(
+            args[key].origin,
+            "F002",
+            f"{_flag(key)}: the value cannot be read from the file ({args[key].why}); "
+            "dpguard does not guess it",
+        )
+        for key in sorted(used)
+        if key in args and args[key].value is None
+    ]
+
+
+def to_manifest(
+    args: Mapping[str, Arg], fmt: str, path: str, extra: Mapping[str, Any] | None = None
+) -> Extract:
+    """dpguard fields for Megatron arguments, with Megatron-LM's defaults for absent ones."""
+    notes = unknown_notes(args, KNOWN)
+    b = _Builder(args, notes)
+    g = b.int
+    tp, pp = g("tensor_model_parallel_size"), g("pipeline_model_parallel_size")
+    # Megatron-LM's default (1) only when the flag is absent, never for a value the file
+    # computes: that one is left out and noted
+    if "tensor_model_parallel_size" not in args or tp is not None:
+        b.set("parallelism.tensor", tp or 1, "tensor_model_parallel_size")
+    if "pipeline_model_parallel_size" not in args or pp is not None:
+        b.set("parallelism.pipeline", pp or 1, "pipeline_model_parallel_size")
+    b.set("parallelism.expert", g("expert_model_parallel_size"), "expert_model_parallel_size")
+    b.set("parallelism.context", g("context_parallel_size"), "context_parallel_size")
+    layers = g("num_layers")
+    vpp = virtual_stages(args, layers, pp, notes)
+    if vpp is not None:
+        b.set(
+            "parallelism.virtual_stages",
+            vpp,
+            "num_virtual_stages_per_pipeline_rank",
+            "num_layers_per_virtual_pipeline_stage",
+        )
+    if (pp or 1) > 1:
+        schedule = "interleaved-1f1b" if (vpp or 1) > 1 else "1f1b"
+        b.set("parallelism.schedule", schedule, "pipeline_model_parallel_size")
+    untie = _true(args.get("untie_embeddings_and_output_weights")) or (
+        "share_embeddings_and_output_weights" in args
+        and not _true(args["share_embeddings_and_output_weights"])
+    )
+    b.set(
+        "parallelism.untie_embeddings",
+        untie,
+        "untie_embeddings_and_output_weights",
+        "share_embeddings_and_output_weights",
+    )
+    for flag, field in (
+        ("account_for_embedding_in_pipeline_split", "account_for_embedding"),
+        ("account_for_loss_in_pipeline_split", "account_for_loss"),
+    ):
+        if _true(args.get(flag)):
+            b.set(f"parallelism.{field}", True, flag)
+
+    experts = g("num_experts")
+    moe = (experts or 0) > 1
+    b.set("model.architecture", "moe" if moe else "dense", "num_experts", "num_layers")
+    b.set("model.layers", layers, "num_layers")
+    b.set("model.hidden_size", g("hidden_size"), "hidden_size")
+    b.set("model.attention_heads", g("num_attention_heads"), "num_attention_heads")
+    b.set("model.seq_len", g("seq_length"), "seq_length")
+    b.set("model.vocab_size", g("vocab_size"), "vocab_size")
+    b.set("model.ffn_hidden_size", g("ffn_hidden_size"), "ffn_hidden_size")
+    if _true(args.get("swiglu")):
+        b.set("model.ffn_activation", "swiglu", "swiglu")
+    groups = g("num_query_groups")
+    # Megatron-LM reads --num-query-groups only with --group-query-attention; the YAML
+    # dialects have no switch
+    if groups is not None and (fmt != "megatron" or _true(args.get("group_query_attention"))):
+        b.set("model.kv_heads", groups, "num_query_groups")
+    if _true(args.get("multi_latent_attention")):
+        b.set("model.attention", "mla", "multi_latent_attention")
+        ranks = {
+            "q_lora_rank": g("q_lora_rank"),
+            "kv_lora_rank": g("kv_lora_rank"),
+            "qk_head_dim": g("qk_head_dim"),
+            "qk_rope_head_dim": g("qk_pos_emb_head_dim"),
+            "v_head_dim": g("v_head_dim"),
+        }
+        if all(v is not None for v in ranks.values()):
+            b.set("model.mla", ranks, "q_lora_rank", "kv_lora_rank")
+    if moe:
+        b.set("model.experts", experts, "num_experts")
+        b.set("model.experts_per_token", g("moe_router_topk") or 2, "moe_router_topk")
+        width = g("moe_ffn_hidden_size")
+        b.set("model.moe_ffn_hidden_size", width, "moe_ffn_hidden_size")
+        shared = g("moe_shared_expert_intermediate_size")
+        if shared and width and shared % width == 0:
+            b.set("model.shared_experts", shared // width, "moe_shared_expert_intermediate_size")
+        dense = _leading_dense(args.get("moe_layer_freq"))
+        if dense:
+            b.set("model.dense_layers", dense, "moe_layer_freq")
+    b.set("model.mtp_layers", g("mtp_num_layers"), "mtp_num_layers")
+
+    mbs, gbs, seq = g("micro_batch_size"), g("global_batch_size"), g("seq_length")
+    b.set("training.micro_batch_size", mbs, "micro_batch_size")
+    b.set("training.global_batch_size", gbs, "global_batch_size")
+    iters, samples = g("train_iters"), g("train_samples")
+    if iters and gbs and seq:
+        b.set("training.tokens", iters * gbs * seq, "train_iters")
+    elif samples and seq:
+        b.set("training.tokens", samples * seq, "train_samples")
+    if args.get("fp8_format") and args["fp8_format"].value not in (None, False, "null"):
+        b.set("training.precision", "fp8", "fp8_format", "fp8")
+    elif _true(args.get("fp8")):
+        b.set("training.precision", "fp8", "fp8")
+    elif _true(args.get("bf16")):
+        b.set("training.precision", "bf16", "bf16")
+    elif _true(args.get("fp16")):
+        b.set("training.precision", "fp16", "fp16")
+    if fmt in ("megatron", "flagscale") or "use_distributed_optimizer" in args:
+        zero = 1 if _true(args.get("use_distributed_optimizer")) else 0
+        b.set("training.zero_stage", zero, "use_distributed_optimizer")
+    granularity = args.get("recompute_granularity")
+    if granularity is not None and granularity.value not in (None, "null", ""):
+        value = str(granularity.value)
+        if value in ("full", "selective"):
+            b.set("training.activation_recompute", value, "recompute_granularity")
+        else:
+            notes.append(
+                Note(
+                    granularity.origin,
+                    "F002",
+                    f"recompute granularity {value!r} is not full or selective: not read",
+                )
+            )
+    elif fmt in ("megatron", "flagscale"):
+        b.set("training.activation_recompute", "none", "num_layers")
+    modules = args.get("recompute_modules")
+    if modules is not None and isinstance(modules.value, list):
+        b.set("training.recompute_modules", list(modules.value), "recompute_modules")
+    if _true(args.get("sequence_parallel")):
+        b.set("training.sequence_parallel", True, "sequence_parallel")
+    kernel = _dispatcher(args)
+    if kernel is not None and moe:
+        b.set(
+            "communication.all_to_all_kernel",
+            kernel,
+            "moe_flex_dispatcher_backend",
+            "moe_enable_deepep",
+            "moe_token_dispatcher_type",
+        )
+    for dotted, value in (extra or {}).items():
+        b.values.setdefault(dotted, value)
+    return Extract(fmt, path, b.values, b.origins, tuple(notes), facts(args))
+
+
+def virtual_stages(
+    args: Mapping[str, Arg], layers: int | None, pp: int | None, notes: list[Note]
+) -> int | None:
+    """Megatron's virtual stages per pipeline rank, from whichever flag sets them."""
+    direct = _int(args.get("num_virtual_stages_per_pipeline_rank"), "", notes)
+    if direct is not None:
+        return direct
+    per_stage = _int(args.get("num_layers_per_virtual_pipeline_stage"), "", notes)
+    if per_stage and layers and pp:
+        # arguments.py: V = (layers / PP) / layers-per-virtual-stage, integer division: the
+        # layers that do not fit are silently dropped (Megatron-LM #468; rule FW001)
+        return max((layers // pp) // per_stage, 1)
+    return None
+
+
+def _leading_dense(arg: Arg | None) -> int | None:
+    """Leading dense layers from a ``--moe-layer-freq "([0]*3+[1]*58)"`` pattern."""
+    if arg is None or not isinstance(arg.value, str):
+        return None
+    match = re.fullmatch(r"\(?\s*\[0\]\s*\*\s*([0-9]+)\s*\+\s*\[1\]\s*\*\s*[0-9]+\s*\)?", arg.value)
+    return int(match.group(1)) if match else None
+
+
+def _dispatcher(args: Mapping[str, Arg]) -> str | None:
+    kind = args.get("moe_token_dispatcher_type")
+    backend = args.get("moe_flex_dispatcher_backend")
+    if _true(args.get("moe_enable_deepep")):
+        return "deepep"
+    if kind is None or kind.value is None:
+        return None
+    if kind.value == "alltoall":
+        return "nccl"
+    if kind.value == "flex":
+        chosen = backend.value if backend is not None and backend.value else "deepep"
+        return {"deepep": "deepep", "hybridep": "custom", "ncclep": "nccl"}.get(chosen)
+    return None
+
+
+def facts(args: Mapping[str, Arg]) -> dict[str, Any]:
+    """Facts for the framework rules (policies/frameworks.yaml): what the file asks for that
+    the normalised manifest cannot say, such as the layers Megatron leaves out."""
+    notes: list[Note] = []
+    layers = _int(args.get("num_layers"), "", notes)
+    pp = _int(args.get("pipeline_model_parallel_size"), "", notes) or 1
+    per_stage = _int(args.get("num_layers_per_virtual_pipeline_stage"), "", notes)
+    built = None
+    if layers and per_stage and pp > 1:
+        v = max((layers // pp) // per_stage, 1)
+        built = per_stage * v * pp
+    dropped = layers - built if layers and built is not None and built < layers else None
+    return {"framework.layers_dropped": dropped}

@@ -1,0 +1,41 @@
+"""What a framework reader returns: dpguard fields, where each was written, and notes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from dpguard.findings import Severity
+from dpguard.yamlevents import Position
+
+
+class Origin(NamedTuple):
+    file: str
+    position: Position
+
+
+@dataclass(frozen=True)
+class Note:
+    """A remark about the framework file, reported as a finding at `origin`."""
+
+    origin: Origin
+    code: str
+    message: str
+    severity: Severity = Severity.WARNING
+
+
+@dataclass(frozen=True)
+class Extract:
+    """A framework config read into dpguard's terms.
+
+    `values` maps dotted manifest paths (``parallelism.tensor``) to values; `origins` says
+    where each was written (a value derived from several keys points at the first); `facts`
+    are the framework facts the framework rules test (policy.facts, ``framework.*``)."""
+
+    format: str
+    path: str
+    values: Mapping[str, Any]
+    origins: Mapping[str, Origin]
+    notes: tuple[Note, ...] = ()
+    facts: Mapping[str, Any] = field(default_factory=dict)

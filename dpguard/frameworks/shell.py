@@ -1,0 +1,584 @@
+"""Read the arguments of a launch command out of a shell script, without running it.
+
+Megatron-LM runs are launched by bash scripts: ``torchrun ... pretrain_gpt.py ${GPT_ARGS[@]}``
+with the flags in arrays or strings, continued lines, and ``VAR=${VAR:-default}`` variables.
+This module follows what a static reader can follow exactly, in file order: literal words,
+quotes, line continuations, assignments (plain, ``export``, ``declare``/``local``/``readonly``),
+arrays and ``+=``, ``${VAR}``, ``${VAR:-default}``/``${VAR-default}``/``${VAR:=default}``,
+``${ARR[@]}`` and integer arithmetic ``$((...))`` over values it knows. Everything else
+(command substitution, a variable the file never sets, a value assigned inside ``if``/``for``/
+``while``/``case``, a sourced file) makes the affected words *unknown*, never guessed: each
+unknown word carries the reason, and the caller reports it at its position.
+
+Every word keeps the position where its text was written, so a flag that comes from an array
+defined on line 12 and expanded on line 40 is reported on line 12.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from dpguard.yamlevents import Position
+
+
+class ShellError(Exception):
+    """The script cannot be tokenised (an unterminated quote or substitution)."""
+
+    def __init__(self, message: str, position: Position) -> None:
+        super().__init__(message)
+        self.message = message
+        self.position = position
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word after expansion. `text` is None when its value cannot be known statically;
+    `why` then says why (for the reader's note)."""
+
+    text: str | None
+    position: Position
+    why: str = ""
+    # (offset in text, position in the file) where each written piece of `text` starts: a
+    # string split later into words gives each word the place it was written
+    spans: tuple[tuple[int, Position], ...] = ()
+
+    def pieces(self) -> Iterator[Word]:
+        """The blank-separated words of `text`, each at its own position."""
+        assert self.text is not None
+        spans = self.spans or ((0, self.position),)
+        for match in re.finditer(r"\S+", self.text):
+            offset = match.start()
+            base, at = max((s for s in spans if s[0] <= offset), key=lambda s: s[0])
+            yield Word(match.group(), _advance(at, self.text[base:offset]))
+
+
+def _advance(position: Position, text: str) -> Position:
+    """The position just after `text`, written from `position`."""
+    newlines = text.count("\n")
+    if newlines:
+        return Position(position.line + newlines, len(text) - text.rfind("\n"))
+    return Position(position.line, position.col + len(text))
+
+
+@dataclass(frozen=True)
+class Command:
+    words: tuple[Word, ...]
+    position: Position
+
+
+@dataclass(frozen=True)
+class Script:
+    commands: tuple[Command, ...]
+    variables: dict[str, tuple[Word, ...]]  # the final value of every variable the file sets
+    sourced: tuple[tuple[str, Position], ...]  # `source FILE` / `. FILE`: not followed
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)")
+_COMPOUND_OPEN = frozenset({"if", "for", "while", "until", "case", "select"})
+_COMPOUND_CLOSE = frozenset({"fi", "done", "esac"})
+_DECLARE = frozenset({"export", "declare", "local", "readonly", "typeset"})
+_METACHARS = " \t\n;&|()<>"
+
+
+# -- lexing ---------------------------------------------------------------------------------------
+# A raw word is a list of parts: ("lit", text, offset) | ("sq", text, offset) for single quotes |
+# ("dq", parts) for double quotes | ("var", expression, offset) for $NAME and ${...} |
+# ("cmd", offset) for $(...) and backquotes | ("arith", text, offset) for $((...)).
+
+
+class _Lexer:
+    def __init__(self, text: str, start: int = 0, end: int | None = None) -> None:
+        self.text = text
+        self.i = start
+        self.end = len(text) if end is None else end  # lex text[start:end], offsets in text
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def position(self, offset: int) -> Position:
+        lo, hi = 0, len(self.line_starts) - 1
+        while lo < hi:  # the last line start at or before offset
+            mid = (lo + hi + 1) // 2
+            if self.line_starts[mid] <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return Position(lo + 1, offset - self.line_starts[lo] + 1)
+
+    def fail(self, message: str, offset: int) -> ShellError:
+        return ShellError(message, self.position(offset))
+
+    def tokens(self) -> Iterator[tuple[str, object, int]]:
+        """("word", parts, offset) | ("op", text, offset) | ("newline", "", offset)."""
+        text, n = self.text, len(self.text)
+        while self.i < n:
+            c = text[self.i]
+            if c == "\\" and text.startswith("\\\n", self.i):
+                self.i += 2  # a continued line
+            elif c in " \t\r":
+                self.i += 1
+            elif c == "#":
+                end = text.find("\n", self.i)
+                self.i = n if end < 0 else end
+            elif c == "\n" or c == ";":
+                yield "newline", c, self.i
+                self.i += 1
+            elif c in "&|":
+                start = self.i
+                self.i += 2 if text.startswith(c * 2, self.i) else 1
+                yield "op", text[start : self.i], start
+            elif c in "()":
+                yield "op", c, self.i
+                self.i += 1
+            elif c in "<>":
+                start = self.i
+                while self.i < n and text[self.i] in "<>&":
+                    self.i += 1
+                yield "op", text[start : self.i], start
+            else:
+                start = self.i
+                yield "word", self._word(), start
+
+    def _word(self, blanks_end: bool = True) -> list[tuple]:
+        """The parts of one word; with `blanks_end` False, of everything up to `end` (the
+        default of a ${VAR:-default}, where blanks are literal)."""
+        text, n = self.text, self.end
+        stops = _METACHARS if blanks_end else ""
+        parts: list[tuple] = []
+        while self.i < n:
+            c = text[self.i]
+            if c == "\\":
+                if text.startswith("\\\n", self.i):
+                    self.i += 2
+                    continue
+                parts.append(("lit", text[self.i + 1 : self.i + 2], self.i + 1))
+                self.i += 2
+            elif c == "'":
+                end = text.find("'", self.i + 1)
+                if end < 0:
+                    raise self.fail("unterminated single quote", self.i)
+                parts.append(("sq", text[self.i + 1 : end], self.i + 1))
+                self.i = end + 1
+            elif c == '"':
+                parts.append(("dq", self._double_quoted()))
+            elif c == "$":
+                parts.append(self._dollar())
+            elif c == "`":
+                end = text.find("`", self.i + 1)
+                if end < 0:
+                    raise self.fail("unterminated backquote", self.i)
+                parts.append(("cmd", self.i))
+                self.i = end + 1
+            elif c in stops or c == "\r":
+                break
+            else:
+                start = self.i
+                while self.i < n and text[self.i] not in stops + "\\'\"$`\r":
+                    self.i += 1
+                parts.append(("lit", text[start : self.i], start))
+        return parts
+
+    def _double_quoted(self) -> list[tuple]:
+        text, n = self.text, len(self.text)
+        opened = self.i
+        self.i += 1
+        parts: list[tuple] = []
+        while True:
+            if self.i >= n:
+                raise self.fail("unterminated double quote", opened)
+            c = text[self.i]
+            if c == '"':
+                self.i += 1
+                return parts
+            if c == "\\" and self.i + 1 < n and text[self.i + 1] in '$`"\\\n':
+                if text[self.i + 1] != "\n":
+                    parts.append(("lit", text[self.i + 1], self.i + 1))
+                self.i += 2
+            elif c == "$":
+                parts.append(self._dollar())
+            elif c == "`":
+                end = text.find("`", self.i + 1)
+                if end < 0:
+                    raise self.fail("unterminated backquote", self.i)
+                parts.append(("cmd", self.i))
+                self.i = end + 1
+            else:
+                start = self.i
+                while self.i < n and text[self.i] not in '"\\$`':
+                    self.i += 1
+                if self.i == start:  # a lone backslash before an ordinary character
+                    self.i += 1
+                parts.append(("lit", text[start : self.i], start))
+
+    def _closing(self, start: int, open_: str, close: str, what: str) -> int:
+        """Index of the `close` that balances the `open_` just before `start`."""
+        depth, j, text = 1, start, self.text
+        while j < len(text):
+            if text[j] == "\\":
+                j += 2
+                continue
+            if text[j] == open_:
+                depth += 1
+            elif text[j] == close:
+                depth -= 1
+                if depth == 0:
+                    return j
+            j += 1
+        raise self.fail(f"unterminated {what}", start - 2)
+
+    def _dollar(self) -> tuple:
+        text, start = self.text, self.i
+        if text.startswith("$((", start):
+            end = self._closing(start + 3, "(", ")", "arithmetic $((...))")
+            if not text.startswith(")", end + 1):
+                raise self.fail("unterminated arithmetic $((...))", start)
+            self.i = end + 2
+            return ("arith", text[start + 3 : end], start)
+        if text.startswith("$(", start):
+            end = self._closing(start + 2, "(", ")", "command substitution $(...)")
+            self.i = end + 1
+            return ("cmd", start)
+        if text.startswith("${", start):
+            end = self._closing(start + 2, "{", "}", "${...}")
+            self.i = end + 1
+            return ("var", text[start + 2 : end], start + 2)
+        match = _NAME.match(text, start + 1)
+        if match:
+            self.i = match.end()
+            return ("var", match.group(), start + 1)
+        if start + 1 < len(text) and text[start + 1] in "@*#?$!0123456789-":
+            self.i = start + 2
+            return ("var", text[start + 1], start + 1)
+        self.i = start + 1
+        return ("lit", "$", start)
+
+
+# -- expansion ------------------------------------------------------------------------------------
+
+_UNKNOWN = object()
+_ARITH_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+
+
+def _arith(expression: str, lookup: Callable[[str], str | None]) -> int | None:
+    """Bash integer arithmetic over literals and known variables; None when unknown."""
+    source = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"\1", expression).replace("/", "//")
+    try:
+        tree = ast.parse(source.strip(), mode="eval")
+    except SyntaxError:
+        return None
+
+    def value(node: ast.AST) -> int | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            known = lookup(node.id)
+            return int(known) if known is not None and known.lstrip("-").isdigit() else None
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = value(node.operand)
+            return None if inner is None else -inner
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITH_OPS:
+            left, right = value(node.left), value(node.right)
+            if left is None or right is None or (right == 0 and type(node.op) is not ast.Add):
+                return None if left is None or right is None else _zero(node, left, right)
+            if abs(left) > 10**18 or abs(right) > 10**18:
+                return None
+            return _ARITH_OPS[type(node.op)](left, right)
+        return None
+
+    return value(tree.body)
+
+
+def _zero(node: ast.BinOp, left: int, right: int) -> int | None:
+    if isinstance(node.op, (ast.FloorDiv, ast.Mod)):
+        return None  # division by zero: bash fails; nothing to read
+    return _ARITH_OPS[type(node.op)](left, right)
+
+
+class _State:
+    def __init__(self, lexer: _Lexer) -> None:
+        self.lexer = lexer
+        self.variables: dict[str, tuple[Word, ...]] = {}
+        self.arrays: set[str] = set()
+
+    def scalar(self, name: str) -> str | None:
+        words = self.variables.get(name)
+        if not words or any(w.text is None for w in words):
+            return None
+        return " ".join(w.text for w in words if w.text is not None)
+
+    def expand(self, parts: list[tuple], offset: int) -> list[Word]:
+        """Expand one raw word into zero or more words (unquoted variables split on blanks)."""
+        words: list[Word] = []
+        current: list[str] = []
+        spans: list[tuple[int, Position]] = []
+        unknown = ""
+        here = self.lexer.position(offset)
+        started = False  # whether the current word has any part (so "" stays a word)
+
+        def flush() -> None:
+            nonlocal current, spans, unknown, here, started
+            if started:
+                text = None if unknown else "".join(current)
+                words.append(Word(text, here, unknown, tuple(spans) if text else ()))
+            current, spans, unknown, started = [], [], "", False
+
+        def add(text: str, position: Position) -> None:
+            spans.append((sum(map(len, current)), position))
+            current.append(text)
+
+        for part in self._flatten(parts):
+            kind = part[0]
+            if kind == "text":
+                _, text, position, quoted = part
+                if quoted:
+                    if not started:
+                        here = position
+                    add(text, position)
+                    started = True
+                    continue
+                for piece, piece_position in _split(text, position):
+                    if piece is None:  # a blank: ends the current word
+                        flush()
+                        continue
+                    if not started:
+                        here = piece_position
+                    add(piece, piece_position)
+                    started = True
+            elif kind == "word":  # a whole word from an array element or an earlier value
+                _, word, quoted, last = part
+                if not started:
+                    here = word.position
+                if word.text is None:
+                    unknown = unknown or word.why
+                else:
+                    for k, (at, position) in enumerate(word.spans or ((0, word.position),)):
+                        end = word.spans[k + 1][0] if k + 1 < len(word.spans) else None
+                        add(word.text[at:end], position)
+                started = True
+                if not last:
+                    flush()
+            else:  # ("unknown", why, position)
+                if not started:
+                    here = part[2]
+                unknown = unknown or part[1]
+                started = True
+        flush()
+        return words
+
+    def _flatten(self, parts: list[tuple], quoted: bool = False) -> Iterator[tuple]:
+        """Parts as ("text", text, position, quoted) | ("word", Word, quoted, last) |
+        ("unknown", why, position)."""
+        for part in parts:
+            kind = part[0]
+            if kind in ("lit", "sq"):
+                yield "text", part[1], self.lexer.position(part[2]), quoted or kind == "sq"
+            elif kind == "dq":
+                if not part[1]:
+                    yield "text", "", self.lexer.position(0), True
+                yield from self._flatten(part[1], quoted=True)
+            elif kind == "cmd":
+                yield "unknown", "a command substitution", self.lexer.position(part[1])
+            elif kind == "arith":
+                value = _arith(part[1], self.scalar)
+                position = self.lexer.position(part[2])
+                if value is None:
+                    yield (
+                        "unknown",
+                        f"arithmetic over values the file does not set: $(({part[1].strip()}))",
+                        position,
+                    )
+                else:
+                    yield "text", str(value), position, True
+            else:
+                yield from self._variable(part[1], part[2], quoted)
+
+    def _variable(self, expression: str, offset: int, quoted: bool) -> Iterator[tuple]:
+        position = self.lexer.position(offset - 1)
+        match = re.fullmatch(
+            r"([A-Za-z_][A-Za-z0-9_]*)(?:\[([@*]|[0-9]+)\])?(?:(:?[-=])(.*))?", expression, re.S
+        )
+        if match is None:
+            yield "unknown", f"the expansion ${{{expression}}}", position
+            return
+        name, index, op, default = match.groups()
+        words = self.variables.get(name)
+        empty = words is None or (
+            op is not None and op.startswith(":") and not any(w.text for w in words)
+        )
+        if empty and op is not None:
+            # ${VAR:-default}: the default, expanded where it is written
+            base = offset + match.start(4)
+            parts = _Lexer(self.lexer.text, base, base + len(default))._word(blanks_end=False)
+            value = self.expand(parts, base) if parts else [Word("", self.lexer.position(base))]
+            if op.endswith("="):
+                self.variables[name] = tuple(value)
+            for k, word in enumerate(value):
+                yield "word", word, True, k == len(value) - 1
+            return
+        if words is None:
+            yield "unknown", f"${name}, which the file does not set", position
+            return
+        if index is not None and index not in "@*":
+            i = int(index)
+            words = words[i : i + 1]
+        for k, word in enumerate(words):
+            if word.text is not None and not quoted and name not in self.arrays:
+                # an unquoted string variable splits into words
+                pieces = list(word.pieces())
+                for j, piece in enumerate(pieces):
+                    yield "word", piece, quoted, k == len(words) - 1 and j == len(pieces) - 1
+                continue
+            yield "word", word, quoted, k == len(words) - 1
+
+
+def _split(text: str, position: Position) -> Iterator[tuple[str | None, Position]]:
+    """Blank-separated pieces of `text` with their positions (None marks a blank)."""
+    for match in re.finditer(r"\s+|\S+", text):
+        piece = match.group()
+        yield (None if piece.isspace() else piece), position
+        position = _advance(position, piece)
+
+
+# -- statements -----------------------------------------------------------------------------------
+
+
+def parse(text: str) -> Script:
+    """Follow the script's assignments in order and expand every simple command."""
+    lexer = _Lexer(text)
+    state = _State(lexer)
+    commands: list[Command] = []
+    sourced: list[tuple[str, Position]] = []
+    depth = 0  # inside if/for/while/case: assignments there are not known to happen
+    tokens = list(lexer.tokens())
+    i = 0
+    while i < len(tokens):
+        # one simple command: words up to a newline, ; or an operator
+        start = i
+        while i < len(tokens) and tokens[i][0] == "word":
+            i += 1
+        raw = tokens[start:i]
+        if i < len(tokens) and tokens[i] == ("op", "(", tokens[i][2]) and raw:
+            # NAME=( ... ): an array assignment, possibly over several lines
+            close = i + 1
+            while close < len(tokens) and tokens[close][:2] != ("op", ")"):
+                close += 1
+            elements = [t for t in tokens[i + 1 : close] if t[0] == "word"]
+            _assign_array(state, raw, elements, depth)
+            i = close + 1
+            continue
+        if raw:
+            depth = _statement(state, raw, depth, commands, sourced)
+        i += 1
+    return Script(tuple(commands), dict(state.variables), tuple(sourced))
+
+
+def _joined_spans(words: list[Word]) -> tuple[tuple[int, Position], ...]:
+    """The spans of `words` joined with single blanks, as an assignment's value is."""
+    spans: list[tuple[int, Position]] = []
+    offset = 0
+    for word in words:
+        spans.extend((offset + at, p) for at, p in (word.spans or ((0, word.position),)))
+        offset += len(word.text or "") + 1
+    return tuple(spans)
+
+
+def _literal(parts: list[tuple]) -> str | None:
+    if all(p[0] in ("lit", "sq") for p in parts):
+        return "".join(p[1] for p in parts)
+    return None
+
+
+def _assignment(parts: list[tuple]) -> tuple[str, str, list[tuple]] | None:
+    """(name, operator, value parts) when the raw word is NAME=value or NAME+=value."""
+    if not parts or parts[0][0] != "lit":
+        return None
+    match = _ASSIGN.match(parts[0][1])
+    if match is None or match.group(2):
+        return None
+    rest = parts[0][1][match.end() :]
+    value = ([("lit", rest, parts[0][2] + match.end())] if rest else []) + list(parts[1:])
+    return match.group(1), match.group(3), value
+
+
+def _assign_array(state: _State, raw: list, elements: list, depth: int) -> None:
+    head = raw[-1]
+    found = _assignment(head[1])
+    if found is None:
+        return
+    name, op, _ = found
+    words: list[Word] = []
+    for _, parts, offset in elements:
+        words.extend(state.expand(parts, offset))
+    if depth:
+        line = state.lexer.position(head[2]).line
+        why = f"${name} is changed inside a conditional or loop at line {line}"
+        words = [Word(None, w.position, why) for w in words]
+    state.arrays.add(name)
+    before = list(state.variables.get(name, ())) if op == "+=" else []
+    state.variables[name] = tuple(before + words)
+
+
+def _statement(
+    state: _State,
+    raw: list,
+    depth: int,
+    commands: list[Command],
+    sourced: list[tuple[str, Position]],
+) -> int:
+    first = _literal(raw[0][1])
+    if first in _COMPOUND_OPEN:
+        return depth + 1
+    if first in _COMPOUND_CLOSE:
+        return max(depth - 1, 0)
+    if first in ("then", "do", "else", "elif", "in", "{", "}"):
+        raw = raw[1:]
+        if not raw:
+            return depth
+        first = _literal(raw[0][1])
+    if first in ("source", ".") and len(raw) > 1:
+        target = state.expand(raw[1][1], raw[1][2])
+        name = target[0].text if target and target[0].text else "a file"
+        sourced.append((name, state.lexer.position(raw[1][2])))
+        return depth
+    if first in _DECLARE:
+        raw = [w for w in raw[1:] if not (_literal(w[1]) or "").startswith("-")]
+        if not raw:
+            return depth
+    k = 0
+    while k < len(raw) and (found := _assignment(raw[k][1])) is not None:
+        name, op, value = found
+        words = (
+            state.expand(value, raw[k][2]) if value else [Word("", state.lexer.position(raw[k][2]))]
+        )
+        text = (
+            None
+            if any(w.text is None for w in words)
+            else " ".join(w.text for w in words if w.text is not None)
+        )
+        why = next((w.why for w in words if w.text is None), "")
+        position = words[0].position if words else state.lexer.position(raw[k][2])
+        if depth:
+            why = f"${name} is set inside a conditional or loop at line {position.line}"
+            text = None
+        if op == "+=" and name in state.variables:
+            prior = state.scalar(name)
+            text = None if prior is None or text is None else prior + text
+        spans = _joined_spans(words) if text else ()
+        state.variables[name] = (Word(text, position, why, spans),)
+        state.arrays.discard(name)
+        k += 1
+    if k < len(raw):
+        words = []
+        for _, parts, offset in raw[k:]:
+            words.extend(state.expand(parts, offset))
+        commands.append(Command(tuple(words), state.lexer.position(raw[k][2])))
+    return depth

@@ -1,0 +1,327 @@
+"""torchtitan TOML configs, both key generations.
+
+Keys as of the TOML era (torchtitan/config/job_config.py, last TOML commit 9810191bb^):
+``[parallelism] *_degree``, ``[training] local_batch_size``. The Dec-2024 generation (9dec370)
+kept the degrees under ``[training]`` and ``[experimental]`` and called the local batch
+``batch_size``. The model's shape is not in the file: ``[model] name`` and ``flavor`` select a
+row of torchtitan's flavor tables, shipped as dpguard/data/torchtitan_flavors.yaml.
+
+tomllib gives no positions, so a line scan finds each ``key =`` under its ``[table]`` header;
+the same scan refuses nesting deeper than the YAML loader's limit before tomllib recurses.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Any
+
+from dpguard.findings import Severity
+from dpguard.frameworks.model import Extract, Note, Origin
+from dpguard.yamlevents import MAX_DEPTH, Position
+
+# torch.distributed.pipelining schedule names -> dpguard's; stages per rank of each
+_SCHEDULES = {
+    "1F1B": ("1f1b", 1),
+    "GPipe": ("gpipe", 1),
+    "Interleaved1F1B": ("interleaved-1f1b", 2),
+    "DualPipeV": ("dualpipev", 2),
+}
+# Accepted by torchtitan, no dpguard equivalent: judged as a proposal without a schedule
+_UNMODELLED = ("LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "PipelineScheduleMulti")
+
+
+def read(path: str, text: str) -> Extract:
+    from dpguard.frameworks.read import FrameworkError
+
+    _check_depth(path, text)
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = re.search(r"\(at line (\d+), column (\d+)\)", message)
+        where = Position(int(match.group(1)), int(match.group(2))) if match else Position(1, 1)
+        problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", message)
+        raise FrameworkError(
+            "F001", f"invalid TOML: {problem}", Origin(path, where), "torchtitan"
+        ) from None
+    return _extract(path, data, _positions(text))
+
+
+def _check_depth(path: str, text: str) -> None:
+    from dpguard.frameworks.read import FrameworkError
+
+    depth = 0
+    for match in re.finditer(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'|#[^\n]*|[\[\]{}]", text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = text.count("\n", 0, match.start()) + 1
+                raise FrameworkError(
+                    "F001",
+                    f"nesting deeper than {MAX_DEPTH} levels",
+                    Origin(path, Position(line, 1)),
+                    "torchtitan",
+                )
+        elif token in "]}":
+            depth = max(depth - 1, 0)
+
+
+_HEADER = re.compile(r"^\s*\[\s*([A-Za-z0-9_.\-\" ]+?)\s*\]\s*(?:#.*)?$")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_\-]+)\s*=\s*")
+
+
+def _positions(text: str) -> dict[tuple[str, ...], Position]:
+    """(table, key) -> position of the value, and (table,) -> position of the header."""
+    out: dict[tuple[str, ...], Position] = {}
+    table: tuple[str, ...] = ()
+    for number, line in enumerate(text.splitlines(), 1):
+        header = _HEADER.match(line)
+        if header:
+            table = tuple(part.strip().strip('"') for part in header.group(1).split("."))
+            out.setdefault(table, Position(number, line.index("[") + 1))
+            continue
+        key = _KEY.match(line)
+        if key:
+            out.setdefault((*table, key.group(1)), Position(number, key.end() + 1))
+    return out
+
+
+@cache
+def flavors() -> dict[str, Any]:
+    """The packaged flavor table (dpguard's own file: broken means exit 2)."""
+    from dpguard.errors import ConfigError
+    from dpguard.resources import read_text
+    from dpguard.yamlsource import YamlLoadError, load_text
+
+    source = "dpguard/data/torchtitan_flavors.yaml"
+    try:
+        return load_text(read_text("dpguard", "data/torchtitan_flavors.yaml"), source).data
+    except YamlLoadError as exc:
+        raise ConfigError(exc.message, f"{source}:{exc.position.line}:{exc.position.col}") from None
+
+
+def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Position]) -> Extract:
+    values: dict[str, Any] = {}
+    origins: dict[str, Origin] = {}
+    notes: list[Note] = []
+
+    def find(*candidates: tuple[str, str]) -> tuple[Any, Origin | None]:
+        """The first of (table, key) the file sets, with where it is written."""
+        for table, key in candidates:
+            section = data.get(table)
+            if isinstance(section, dict) and key in section:
+                return section[key], Origin(path, where.get((table, key), Position(1, 1)))
+        return None, None
+
+    def put(dotted: str, value: Any, origin: Origin | None) -> None:
+        if value is None:
+            return
+        values[dotted] = value
+        if origin is not None:
+            origins[dotted] = origin
+
+    def integer(*candidates: tuple[str, str]) -> tuple[int | None, Origin | None]:
+        value, origin = find(*candidates)
+        if value is None:
+            return None, None
+        if isinstance(value, bool) or not isinstance(value, int):
+            assert origin is not None
+            notes.append(Note(origin, "F002", f"{candidates[0][1]} is {value!r}, not an integer"))
+            return None, None
+        return value, origin
+
+    tp, tp_at = integer(
+        ("parallelism", "tensor_parallel_degree"), ("training", "tensor_parallel_degree")
+    )
+    pp, pp_at = integer(
+        ("parallelism", "pipeline_parallel_degree"), ("experimental", "pipeline_parallel_degree")
+    )
+    cp, cp_at = integer(
+        ("parallelism", "context_parallel_degree"), ("experimental", "context_parallel_degree")
+    )
+    ep, ep_at = integer(
+        ("parallelism", "expert_parallel_degree"), ("experimental", "expert_parallel_degree")
+    )
+    shard, shard_at = integer(
+        ("parallelism", "data_parallel_shard_degree"), ("training", "data_parallel_shard_degree")
+    )
+    replicate, _ = integer(
+        ("parallelism", "data_parallel_replicate_degree"),
+        ("training", "data_parallel_replicate_degree"),
+    )
+    tp, pp, cp = tp or 1, pp or 1, cp or 1
+    put("parallelism.tensor", tp, tp_at)
+    put("parallelism.pipeline", pp, pp_at)
+    if cp_at is not None:
+        put("parallelism.context", cp, cp_at)
+    if ep_at is not None:
+        put("parallelism.expert", ep, ep_at)
+    shard = -1 if shard is None else shard  # default: the ranks left over
+    replicate = replicate or 1
+    if shard > 0:  # parallel_dims.py: dp_replicate x dp_shard x cp x tp x pp == world size
+        put("cluster.gpus", replicate * shard * cp * tp * pp, shard_at)
+    put("training.zero_stage", 3 if shard != 1 else 0, shard_at or tp_at)
+
+    # the model: name and flavor select torchtitan's shape
+    name, name_at = find(("model", "name"))
+    flavor, flavor_at = find(("model", "flavor"))
+    family = flavors().get(str(name)) if name is not None else None
+    shape = (family or {}).get("flavors", {}).get(str(flavor)) if flavor is not None else None
+    if name is not None and shape is None:
+        known = ", ".join(sorted((family or {}).get("flavors", {}))) if family else ""
+        what = f"flavor {flavor!r} of {name!r}" if family else f"model {name!r}"
+        notes.append(
+            Note(
+                flavor_at or name_at or Origin(path, Position(1, 1)),
+                "F002",
+                f"{what} is not in dpguard's torchtitan flavor table"
+                + (f" (known: {known})" if known else "")
+                + ": write the shape under model: in a manifest with source:",
+            )
+        )
+    layers = None
+    if shape is not None:
+        at = flavor_at or name_at
+        for key, value in shape.items():
+            if key == "untie_embeddings":
+                put("parallelism.untie_embeddings", value, at)
+            else:
+                put(f"model.{key}", value, at)
+        layers = shape.get("layers")
+
+    # batch: the local batch is per data-parallel rank; PP splits it into micro-batches
+    seq, seq_at = integer(("training", "seq_len"))
+    put("model.seq_len", seq, seq_at)
+    local, local_at = integer(("training", "local_batch_size"), ("training", "batch_size"))
+    local = 8 if local is None else local  # job_config.py default
+    gbs, gbs_at = integer(("training", "global_batch_size"))
+    steps, steps_at = integer(("training", "steps"))
+    micro: int | None = local
+    if pp > 1:
+        size, size_at = integer(("parallelism", "pipeline_parallel_microbatch_size"))
+        count, count_at = integer(("experimental", "pipeline_parallel_microbatches"))
+        if size is not None:
+            micro = size
+        elif count is not None and count > 0 and local % count == 0:
+            micro = local // count
+        elif size is None and "experimental" in data and count is None:
+            # 9dec370 pipelining_utils.py: n_microbatches defaults to the PP degree
+            micro = local // pp if local % pp == 0 else None
+        else:
+            micro = 1  # job_config.py: pipeline_parallel_microbatch_size defaults to 1
+        put("training.micro_batch_size", micro, size_at or count_at or local_at)
+    else:
+        put("training.micro_batch_size", local, local_at)
+    if gbs is not None and gbs > 0:
+        put("training.global_batch_size", gbs, gbs_at)
+    elif shard > 0:
+        dp = replicate * shard
+        put("training.global_batch_size", local * dp, local_at)
+    gbs_value = values.get("training.global_batch_size")
+    if steps and gbs_value and seq:
+        put("training.tokens", steps * gbs_value * seq, steps_at)
+
+    # schedule
+    schedule, schedule_at = find(
+        ("parallelism", "pipeline_parallel_schedule"),
+        ("experimental", "pipeline_parallel_schedule"),
+    )
+    facts: dict[str, Any] = {"framework.schedule_without_pipeline": None}
+    if schedule is not None and pp == 1:
+        facts["framework.schedule_without_pipeline"] = str(schedule)
+    if pp > 1:
+        name_ = str(schedule) if schedule is not None else "1F1B"
+        if name_ in _SCHEDULES:
+            dp_name, per_rank = _SCHEDULES[name_]
+            put("parallelism.schedule", dp_name, schedule_at or pp_at)
+            per_stage, per_stage_at = integer(("parallelism", "pipeline_parallel_layers_per_stage"))
+            if per_stage and layers and dp_name == "interleaved-1f1b":
+                stages = -(-layers // per_stage)
+                if stages % pp == 0:
+                    per_rank = stages // pp
+            if per_rank > 1 and dp_name != "dualpipev":
+                put("parallelism.virtual_stages", per_rank, per_stage_at or schedule_at)
+        elif schedule_at is not None:
+            notes.append(
+                Note(
+                    schedule_at,
+                    "F002",
+                    f"schedule {name_!r} has no dpguard equivalent"
+                    + (
+                        " (dpguard models gpipe, 1f1b, interleaved-1f1b, zb1p, dualpipe, dualpipev)"
+                        if name_ not in _UNMODELLED
+                        else ""
+                    )
+                    + ": judged as a pipeline without a named schedule",
+                    Severity.INFO,
+                )
+            )
+
+    # precision, recompute, loss, TP implementation, all-to-all
+    converters, converters_at = find(("model", "converters"))
+    float8, float8_at = find(("float8", "enable_float8_linear"))
+    if (
+        isinstance(converters, list) and any("float8" in str(c) for c in converters)
+    ) or float8 is True:
+        put("training.precision", "fp8", converters_at or float8_at)
+    else:
+        param, param_at = find(("training", "mixed_precision_param"))
+        if param in (None, "bfloat16"):
+            put("training.precision", "bf16", param_at or local_at)
+        else:
+            notes.append(
+                Note(
+                    param_at or Origin(path, Position(1, 1)),
+                    "F002",
+                    f"mixed_precision_param {param!r}: dpguard models bf16, fp16 and fp8 only",
+                )
+            )
+    mode, mode_at = find(("activation_checkpoint", "mode"))
+    mode = "selective" if mode is None else str(mode)  # job_config.py default
+    option, option_at = find(("activation_checkpoint", "selective_ac_option"))
+    option = "2" if option is None else str(option)
+    if mode in ("none", "full"):
+        put("training.activation_recompute", mode, mode_at)
+    elif mode == "selective" and option == "op":
+        put("training.activation_recompute", "selective_op", option_at or mode_at)
+    elif mode == "selective":
+        # every Nth block fully checkpointed, the rest keep everything: between none and full,
+        # which dpguard cannot say; judged as none, so memory is overestimated, never under
+        put("training.activation_recompute", "none", option_at or mode_at)
+        notes.append(
+            Note(
+                option_at or mode_at or Origin(path, Position(1, 1)),
+                "F002",
+                f"selective_ac_option {option!r} checkpoints every {option}th block; dpguard has "
+                "no such setting and judges memory as without recompute (an overestimate)",
+                Severity.INFO,
+            )
+        )
+    else:
+        notes.append(
+            Note(
+                mode_at or Origin(path, Position(1, 1)),
+                "F002",
+                f"activation_checkpoint mode {mode!r} is not modelled: judged without recompute",
+                Severity.INFO,
+            )
+        )
+        put("training.activation_recompute", "none", mode_at)
+    compile_, compile_at = find(("training", "compile"), ("compile", "enable"))
+    components, _ = find(("compile", "components"))
+    loss_compiled = compile_ is True and isinstance(components, list) and "loss" in components
+    put("training.cross_entropy", "fused" if loss_compiled else "unfused", compile_at or local_at)
+    if tp > 1:
+        put("training.tensor_parallel_impl", "dtensor", tp_at)
+    backend, backend_at = find(("parallelism", "expert_parallel_comm_backend"))
+    if backend is not None and values.get("model.architecture") == "moe":
+        put(
+            "communication.all_to_all_kernel",
+            {"deepep": "deepep"}.get(str(backend), "nccl"),
+            backend_at,
+        )
+    return Extract("torchtitan", path, values, origins, tuple(notes), facts)

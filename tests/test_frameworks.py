@@ -1,0 +1,263 @@
+"""Framework configs read as manifests (docs/frameworks.md): the shell reader, the Megatron
+family, composition with a `source:` manifest or `.dpguard.yaml` defaults, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dpguard.check import check_file
+from dpguard.cli import main
+from dpguard.frameworks import shell
+from dpguard.frameworks.read import read, sniff
+from dpguard.yamlevents import Position
+
+FRAMEWORKS = Path(__file__).parent.parent / "policies" / "tests" / "frameworks"
+
+SCRIPT = """\
+#!/bin/bash
+GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+NNODES=4
+TP=2
+MODEL_ARGS=(
+    --num-layers 32   # comment
+    --hidden-size 4096
+    --num-attention-heads 32
+    --seq-length ${SEQ:-8192}
+)
+TRAIN="--micro-batch-size 1 \\
+  --global-batch-size 256"
+torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \\
+    "${MODEL_ARGS[@]}" $TRAIN \\
+    --tensor-model-parallel-size $TP --pipeline-model-parallel-size=4 \\
+    --vocab-size 32000 --bf16 --use-distributed-optimizer \\
+    --recompute-granularity selective --train-iters 1000
+"""
+
+DEFAULTS = """\
+defaults:
+  - files: "*.sh"
+    manifest:
+      cluster: {accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}
+      training: {tokens: 1T}
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_shell_words_keep_where_they_were_written() -> None:
+    script = shell.parse(SCRIPT)
+    (command,) = script.commands
+    words = {w.text: w.position for w in command.words}
+    assert words["--num-layers"] == Position(6, 5)  # from the array, not the torchrun line
+    assert words["8192"] == Position(9, 25)  # the default of ${SEQ:-8192}
+    assert words["--global-batch-size"] == Position(12, 3)  # after a continued string
+    assert words["2"] == Position(4, 4)  # TP=2
+    assert words["--pipeline-model-parallel-size=4"] == Position(15, 38)
+
+
+def test_shell_never_guesses_computed_or_conditional_values() -> None:
+    script = shell.parse(
+        "N=$(nproc)\nM=$((N * 2))\nK=$((3 * 4))\nif true; then X=1; fi\nsource env.sh\n"
+        "run.py --a $N --b $M --c $K --d $X --e $UNSET\n"
+    )
+    values = {w.text: w for w in script.commands[-1].words}
+    assert "12" in values  # arithmetic over known values is exact
+    unknown = [w.why for w in script.commands[-1].words if w.text is None]
+    assert unknown == [
+        "a command substitution",
+        "arithmetic over values the file does not set: $((N * 2))",
+        "$X is set inside a conditional or loop at line 4",
+        "$UNSET, which the file does not set",
+    ]
+    assert script.sourced == (("env.sh", Position(5, 8)),)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("run.py --a 'open\n", "unterminated single quote"),
+        ('run.py --a "open\n', "unterminated double quote"),
+        ("run.py --a $(date\n", "unterminated command substitution $(...)"),
+    ],
+)
+def test_shell_syntax_errors_are_positioned(text: str, message: str) -> None:
+    with pytest.raises(shell.ShellError) as caught:
+        shell.parse(text)
+    assert (caught.value.message, caught.value.position.line) == (message, 1)
+
+
+def test_megatron_script_to_manifest(tmp_path: Path) -> None:
+    path = write(tmp_path, "llama.sh", SCRIPT)
+    assert sniff(path, SCRIPT) == "megatron"
+    extract = read(path, "megatron")
+    assert dict(extract.values) == {
+        "cluster.gpus": 32,
+        "cluster.gpus_per_node": 8,
+        "model.architecture": "dense",
+        "model.attention_heads": 32,
+        "model.hidden_size": 4096,
+        "model.layers": 32,
+        "model.seq_len": 8192,
+        "model.vocab_size": 32000,
+        "parallelism.pipeline": 4,
+        "parallelism.schedule": "1f1b",
+        "parallelism.tensor": 2,
+        "parallelism.untie_embeddings": False,
+        "training.activation_recompute": "selective",
+        "training.global_batch_size": 256,
+        "training.micro_batch_size": 1,
+        "training.precision": "bf16",
+        "training.tokens": 1000 * 256 * 8192,
+        "training.zero_stage": 1,
+    }
+    assert extract.origins["parallelism.tensor"].position == Position(4, 4)
+    assert extract.origins["model.layers"].position == Position(6, 18)
+
+
+def test_framework_file_reviewed_with_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".dpguard.yaml", DEFAULTS)
+    write(tmp_path, "llama.sh", SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    assert main(["review", "--format", "json", "llama.sh"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (entry,) = report["files"]
+    assert entry["source_format"] == "megatron"
+    assert entry["manifest"]["parallelism"]["tensor"] == 2
+    assert entry["manifest"]["cluster"]["accelerator"] == "H100-SXM"
+    # total parameters derived from the shape: per layer 4h^2 attention, 8h^2 GeLU MLP and two
+    # LayerNorms (weight and bias); one embedding matrix, tied as Megatron-LM's default is
+    h = 4096
+    assert entry["manifest"]["model"]["total_params"] == 32 * (12 * h * h + 4 * h) + 32000 * h
+
+
+def test_missing_facts_are_named_once(tmp_path: Path) -> None:
+    path = write(tmp_path, "llama.sh", SCRIPT)
+    result = check_file(path)
+    assert [(f.code, f.message.split(" is not in")[0]) for f in result.findings] == [
+        ("F003", "cluster.accelerator"),
+        ("F003", "cluster.interconnect.inter_node_gbps_per_gpu"),
+    ]  # training.tokens comes from --train-iters x global batch x sequence length
+    assert result.source_format == "megatron"
+
+
+def test_source_manifest_conflicts_name_both_places(tmp_path: Path) -> None:
+    write(tmp_path, "llama.sh", SCRIPT)
+    manifest = write(
+        tmp_path,
+        "run.yaml",
+        "apiVersion: dpguard/v1\nkind: TrainingManifest\nmetadata: {name: run}\n"
+        "source: {path: llama.sh}\n"
+        "cluster: {accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}\n"
+        "training: {global_batch_size: 512}\n",
+    )
+    result = check_file(manifest)
+    assert [(f.path, f.line, f.code, f.message) for f in result.findings] == [
+        (
+            manifest,
+            6,
+            "F004",
+            f"training.global_batch_size is 512 here but 256 in {tmp_path}/llama.sh:12:23; "
+            "set it in one place",
+        )
+    ]
+
+
+def test_findings_point_into_the_framework_file(tmp_path: Path) -> None:
+    """A rule about a value read from the script is placed on the script's line."""
+    write(tmp_path, "vpp.sh", (FRAMEWORKS / "megatron-vpp.sh").read_text(encoding="utf-8"))
+    manifest = write(
+        tmp_path,
+        "run.yaml",
+        "apiVersion: dpguard/v1\nkind: TrainingManifest\nmetadata: {name: run}\n"
+        "source: {path: vpp.sh, format: megatron}\n"
+        "cluster: {accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}\n",
+    )
+    from dpguard.commands._policies import load
+    from dpguard.config import NO_CONFIG
+
+    result = check_file(manifest, policies=load([], NO_CONFIG))
+    fw001 = next(f for f in result.findings if f.code == "FW001")
+    assert (fw001.path, fw001.line) == (f"{tmp_path}/vpp.sh", 5)
+    assert "builds 64 of the 80 layers" in fw001.message
+
+
+def test_missing_or_unknown_source(tmp_path: Path) -> None:
+    head = "apiVersion: dpguard/v1\nkind: TrainingManifest\nmetadata: {name: run}\n"
+    missing = write(tmp_path, "a.yaml", head + "source: {path: nowhere.sh}\n")
+    (finding,) = check_file(missing).findings
+    assert (finding.code, finding.line, finding.col) == ("F005", 4, 16)
+    write(tmp_path, "notes.txt", "hello\n")
+    unknown = write(tmp_path, "b.yaml", head + "source: {path: notes.txt}\n")
+    (finding,) = check_file(unknown).findings
+    assert finding.code == "F005" and "not a framework config" in finding.message
+
+
+@pytest.mark.parametrize(
+    "name, text, line, message",
+    [
+        ("broken.sh", "#!/bin/bash\npretrain_gpt.py --num-layers 'x\n", 2, "unterminated"),
+        ("dup.json", '{"train_batch_size": 8,\n "train_batch_size": 16}\n', 2, "duplicate key"),
+        ("deep.json", '{"train_batch_size": ' + "[" * 40 + "]" * 40 + "}\n", 1, "nesting"),
+        ("bad.json", '{"train_batch_size": 8,,}\n', 1, "invalid JSON"),
+        ("nan.json", '{"train_batch_size": NaN}\n', 1, "finite"),
+    ],
+)
+def test_hostile_configs_fail_one_file(
+    tmp_path: Path, name: str, text: str, line: int, message: str
+) -> None:
+    path = write(tmp_path, name, text)
+    (finding,) = check_file(path).findings
+    assert (finding.code, finding.line) == ("F001", line)
+    assert message in finding.message
+
+
+def test_unrecognised_files_are_left_alone_in_hook_mode(tmp_path: Path) -> None:
+    from dpguard.commands.review import declares_manifest
+
+    assert declares_manifest(write(tmp_path, "run.sh", SCRIPT))
+    assert not declares_manifest(write(tmp_path, "build.sh", "#!/bin/sh\nmake all\n"))
+    assert not declares_manifest(write(tmp_path, "pkg.json", '{"name": "x"}\n'))
+    assert not declares_manifest(write(tmp_path, "pyproject.toml", "[project]\nname = 'x'\n"))
+    assert declares_manifest(str(FRAMEWORKS / "bridge-seq.yaml"))
+    assert declares_manifest(str(FRAMEWORKS / "deepspeed-pipe.json"))
+    assert not declares_manifest(
+        write(tmp_path, "k8s.yaml", "metadata: {name: x}\nspec: {replicas: 1}\n")
+    )
+
+
+def test_flagscale_reads_the_train_file_it_names() -> None:
+    extract = read(str(FRAMEWORKS / "flagscale" / "train_dualpipev.yaml"), "flagscale")
+    assert extract.values["parallelism.schedule"] == "dualpipev"
+    assert extract.values["cluster.gpus"] == 32
+    assert extract.values["model.experts"] == 64
+    origin = extract.origins["parallelism.expert"]
+    assert origin.file.endswith("train/moe_16b.yaml") and origin.position.line == 4
+
+
+def test_bridge_and_deepspeed() -> None:
+    bridge = read(str(FRAMEWORKS / "bridge-seq.yaml"), "bridge")
+    assert bridge.values["model.kv_heads"] == 8
+    assert bridge.values["parallelism.untie_embeddings"] is True
+    assert bridge.facts["framework.sequence_lengths"] == "8192 (line 10), 4096 (line 18)"
+    ds = read(str(FRAMEWORKS / "deepspeed-pipe.json"), "deepspeed")
+    assert ds.values["training.zero_stage"] == 2 and ds.facts["framework.zero_with_pipeline"]
+
+
+def test_a_flag_the_file_computes_is_reported_not_guessed(tmp_path: Path) -> None:
+    text = SCRIPT.replace("TP=2", "TP=$(cat tp.txt)")
+    extract = read(write(tmp_path, "llama.sh", text), "megatron")
+    assert "parallelism.tensor" not in extract.values  # not Megatron's default: unknown
+    (note,) = extract.notes
+    assert (note.code, note.origin.position) == ("F002", Position(4, 4))
+    assert "--tensor-model-parallel-size" in note.message and "command substitution" in note.message
