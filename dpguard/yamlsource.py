@@ -111,6 +111,11 @@ def load_text(text: str, name: str, fast: bool | None = None) -> SourceDoc:
             ) from None
         if not hasattr(exc, "problem_mark"):
             raise
+        if fast and "maximum nesting depth" in str(getattr(exc, "problem", "")):
+            # libyaml >= 0.2.6 (PyYAML 6.0.4 wheels) stops at 1,000 levels while its scanner
+            # reads ahead, before dpguard's own limit sees an event: the pure-Python parser
+            # finds where the file first goes deeper than MAX_DEPTH (Y008 at that bracket).
+            return load_text(text, name, fast=False)
         mark = exc.problem_mark or getattr(exc, "context_mark", None)
         where = position_of(mark) if mark is not None else Position(1, 1)
         context = getattr(exc, "context", None)

@@ -85,6 +85,10 @@ class _Attempt:
     # Estimates by (training settings, layout), shared by every pass: the margin pass and the
     # usable-memory pass size the same layouts.
     estimates: dict[tuple[Any, sizing.Strategy], MemoryEstimate | None]
+    # The worst rank's model states by layout (micro-batch count 1): they depend neither on the
+    # micro-batch nor on the recompute and SP levers, so a layout whose states alone exceed a
+    # pass's limit fits at no micro-batch size in any pass with that limit.
+    floors: dict[sizing.Strategy, float]
 
 
 def _fit(
@@ -101,13 +105,17 @@ def _fit(
 
     dp = sizing.data_parallel(manifest, base)
     choices = _mbs_choices(manifest, dp, base, settings)
+    choices_min = min(choices, default=0)
     if not choices:
         why.append(f"the global batch does not divide over DP {dp} at P = {base.pipeline}")
     violated: list[str] = []
     smallest: float | None = None
     over: int | None = None  # the smallest micro-batch size found too big: larger ones are too
+    # States alone over the limit: only the smallest size is sized (the closest to fitting,
+    # for the notes and the remedies).
+    hopeless = attempt.floors.get(base, 0.0) > attempt.limit
     for mbs in choices:
-        if over is not None and mbs >= over:
+        if (over is not None and mbs >= over) or (hopeless and mbs != choices_min):
             continue
         micro = manifest.training.global_batch_size // (dp * mbs)
         s = replace(base, microbatches=micro)
@@ -123,12 +131,15 @@ def _fit(
         estimate = attempt.estimates[key]
         if estimate is not None and estimate.worst.total <= attempt.limit:
             return Candidate(s, mbs, estimate)
-        if estimate is not None:
-            # Activations grow with the micro-batch, states do not depend on it.
-            over = mbs if over is None else min(over, mbs)
-        if estimate is not None and (smallest is None or estimate.worst.total < smallest):
+        if estimate is None:
+            continue
+        # Activations grow with the micro-batch, states do not depend on it.
+        over = mbs if over is None else min(over, mbs)
+        if smallest is None or estimate.worst.total < smallest:
             smallest = estimate.worst.total
             attempt.closest.append((estimate.worst.total, sized, s))
+        attempt.floors[base] = max(r.states for r in estimate.ranks)
+        hopeless = attempt.floors[base] > attempt.limit
     if smallest is not None:
         why.append(
             f"P = {base.pipeline}, T = {base.tensor}: {smallest / sizing.GIB:.1f} GiB per GPU "
@@ -387,10 +398,11 @@ def search(
     order += [(c, share) for c in full for share in (margin, 1.0)]
     closest: list[tuple[float, Manifest, sizing.Strategy]] = []
     estimates: dict[tuple[Any, sizing.Strategy], MemoryEstimate | None] = {}
+    floors: dict[sizing.Strategy, float] = {}
     as_written: SearchResult | None = None  # why nothing fits, told against usable memory
     for changes, share in order:
         switched = replace(manifest, training=replace(manifest.training, **changes))
-        attempt = _Attempt(share * usable, closest, estimates)
+        attempt = _Attempt(share * usable, closest, estimates, floors)
         found = _search_layout(switched, schedules, settings, pipeline_needed, attempt)
         if not changes and share == 1.0:
             as_written = found
