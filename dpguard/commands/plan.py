@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from dpguard.commands._policies import add_policy_option
 
@@ -19,6 +20,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="markdown",
         help="markdown (default): the one-page plan; json: its data; yaml: the parallelism "
         "section and training keys to paste into the manifest, with the warnings it keeps",
+    )
+    parser.add_argument(
+        "--emit",
+        choices=("megatron", "nemo", "torchtitan", "flagscale"),
+        default=None,
+        help="print the plan as the framework's own arguments or config block instead (only "
+        "the keys the plan decides; planned among the schedules that framework runs)",
     )
     add_policy_option(parser)
     parser.add_argument(
@@ -40,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.file}: the manifest is invalid; nothing to plan", file=sys.stderr)
         return ExitCode.FAILED
     plan = result.plan
+    if args.emit:
+        return _emit(plan, result.manifest, result.outcome, policies, args.emit)
     if args.format == "json":
         text = json.dumps(plan_dict(plan, policies), indent=2, sort_keys=True) + "\n"
     elif args.format == "yaml":
@@ -49,4 +59,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         text = render_markdown(plan, policies, args.templates)
     sys.stdout.write(text)
+    return ExitCode.FAILED if plan.status == "infeasible" else ExitCode.OK
+
+
+def _emit(plan: Any, manifest: Any, outcome: Any, policies: Any, fmt: str) -> int:
+    from dpguard.exitcodes import ExitCode
+    from dpguard.frameworks.emit import SCHEDULES, emit
+    from dpguard.planner.plan import make_plan
+
+    notes: list[str] = []
+    runs = SCHEDULES[fmt]
+    if plan.schedule not in (None, "none", *runs):
+        notes.append(
+            f"dpguard recommends {plan.schedule}, which {fmt} does not run; this plan is the "
+            f"best among {', '.join(runs)}"
+        )
+        # the manifest as judged: the plan's own may carry the recompute it switched
+        plan = make_plan(manifest, outcome, policies, runs)
+    sys.stdout.write(emit(plan, fmt, notes))
     return ExitCode.FAILED if plan.status == "infeasible" else ExitCode.OK

@@ -207,7 +207,14 @@ def _judge(
     return blocking, warnings
 
 
-def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
+def make_plan(
+    manifest: Manifest,
+    outcome: Outcome,
+    policies: Policies,
+    schedules: tuple[str, ...] | None = None,
+) -> Plan:
+    """The plan for a judged manifest; `schedules` limits it to the ones a framework runs
+    (`plan --emit`)."""
     settings = policies.settings
     decided = outcome.schedule
     refused = decided == "none"
@@ -219,6 +226,12 @@ def make_plan(manifest: Manifest, outcome: Outcome, policies: Policies) -> Plan:
             outcome.decision.acceptable if outcome.decision and not outcome.redirects else ()
         )
         order = (decided, *(a for a in acceptable if a not in (decided, "none")))
+        if manifest.parallelism is None or manifest.parallelism.virtual_stages < 2:
+            # interleaving at V = 1 is 1F1B; V is the proposal's to choose, never the search's
+            order = tuple(n for n in order if n != "interleaved-1f1b")
+        if schedules is not None:
+            # 1F1B runs everywhere: the fallback when the policies accept none of them
+            order = tuple(dict.fromkeys((*(n for n in order if n in schedules), "1f1b")))
     pipeline_needed = bool(order) and not fits_one
     result = search(manifest, order, settings, pipeline_needed)
     if result.training:  # the plan switched recompute or SP: judge and price it that way

@@ -1,0 +1,302 @@
+"""A plan as the framework's own arguments (`dpguard plan --emit FORMAT`): Megatron-LM flags,
+a NeMo 1 `model:` block, a torchtitan TOML block or a FlagScale train config, spelled as the
+readers in this package read them (tests/test_emit.py reads every emitted block back and
+compares degrees, batch and schedule).
+
+Only what the plan decides or depends on is written: the parallel degrees, the schedule, the
+micro- and global batch, and the training settings the memory verdict assumed (sequence
+parallelism, recompute, distributed optimizer, untied embeddings). The model shape, data and
+everything else stay as they are in the user's config.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from dpguard.planner.plan import Plan, untied
+
+EMIT_FORMATS = ("megatron", "nemo", "torchtitan", "flagscale")
+
+# The pipeline schedules each framework runs, in dpguard's names, preferred first when the
+# plan's own schedule is not among them. Megatron-LM (and NeMo, which runs Megatron-core):
+# schedules.get_forward_backward_func has 1F1B with and without interleaving. FlagScale adds
+# DualPipeV (use_dualpipev); DualPipe proper is an unmerged pull request (#1157). torchtitan:
+# PipelineScheduleSingle/Multi names it maps (docs/frameworks.md); its ZBVZeroBubble and
+# InterleavedZeroBubble are not dpguard's zb1p.
+SCHEDULES: dict[str, tuple[str, ...]] = {
+    "megatron": ("1f1b", "interleaved-1f1b"),
+    "nemo": ("1f1b", "interleaved-1f1b"),
+    "flagscale": ("dualpipev", "1f1b", "interleaved-1f1b"),
+    "torchtitan": ("dualpipev", "1f1b", "interleaved-1f1b", "gpipe"),
+}
+
+_TORCHTITAN_SCHEDULES = {
+    "1f1b": "1F1B",
+    "interleaved-1f1b": "Interleaved1F1B",
+    "dualpipev": "DualPipeV",
+    "gpipe": "GPipe",
+}
+
+
+def megatron_args(plan: Plan) -> tuple[list[tuple[str, Any]], list[str]]:
+    """(Megatron argument name, value) pairs for the plan, with None for a switch that is on,
+    and notes on what the framework spells differently."""
+    s, m = plan.strategy, plan.manifest
+    assert s is not None
+    t = m.training
+    notes: list[str] = []
+    args: list[tuple[str, Any]] = [
+        ("tensor_model_parallel_size", s.tensor),
+        ("pipeline_model_parallel_size", s.pipeline),
+    ]
+    if plan.schedule == "interleaved-1f1b" and s.virtual_stages > 1:
+        args.append(("num_virtual_stages_per_pipeline_rank", s.virtual_stages))
+    if m.model.is_moe:
+        args.append(("expert_model_parallel_size", s.expert))
+    args.append(("context_parallel_size", s.context))
+    if s.tensor > 1 and t.sequence_parallel is not False:
+        args.append(("sequence_parallel", None))
+    args += [
+        ("micro_batch_size", plan.micro_batch_size),
+        ("global_batch_size", t.global_batch_size),
+    ]
+    recompute = t.activation_recompute
+    if recompute == "selective_op":
+        notes.append(
+            "torchtitan's per-op selective checkpointing has no Megatron-LM equivalent: "
+            "selective recompute of the default modules is written instead"
+        )
+        recompute = "selective"
+    if recompute == "full":
+        args += [
+            ("recompute_granularity", "full"),
+            ("recompute_method", "uniform"),
+            ("recompute_num_layers", 1),
+        ]
+    elif recompute == "selective":
+        args.append(("recompute_granularity", "selective"))
+        if t.recompute_modules and t.recompute_modules != ("core_attn",):
+            args.append(("recompute_modules", list(t.recompute_modules)))
+    if t.zero_stage >= 1:
+        args.append(("use_distributed_optimizer", None))
+        if t.zero_stage > 1:
+            notes.append(
+                f"ZeRO-{t.zero_stage}: Megatron-LM's distributed optimizer shards the optimizer "
+                "states only (ZeRO-1)"
+            )
+    if untied(m, plan.schedule):
+        args.append(("untie_embeddings_and_output_weights", None))
+    if s.account_for_embedding:
+        args.append(("account_for_embedding_in_pipeline_split", None))
+    if s.account_for_loss:
+        args.append(("account_for_loss_in_pipeline_split", None))
+    if plan.schedule == "dualpipev":
+        args.append(("use_dualpipev", None))  # FlagScale's switch (arguments.py.patch)
+    return args, notes
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _megatron(plan: Plan, args: list[tuple[str, Any]]) -> list[str]:
+    lines = ["DPGUARD_PLAN_ARGS=("]
+    for name, value in args:
+        if value is None:
+            lines.append(f"    {_flag(name)}")
+        elif isinstance(value, list):
+            lines.append(f"    {_flag(name)} {' '.join(value)}")
+        else:
+            lines.append(f"    {_flag(name)} {value}")
+    lines.append(")")
+    cluster = plan.manifest.cluster
+    nodes = max(cluster.gpus // cluster.gpus_per_node, 1)
+    lines += [
+        "# The training command: your entry point and its other arguments, with these:",
+        f"torchrun --nproc_per_node {min(cluster.gpus, cluster.gpus_per_node)} --nnodes {nodes} "
+        'pretrain_gpt.py "${DPGUARD_PLAN_ARGS[@]}"',
+    ]
+    return lines
+
+
+def _yaml_value(value: Any) -> str:
+    # JSON is valid YAML for the scalars and flat lists written here, and quotes strings
+    # that YAML would otherwise read as something else
+    return json.dumps(value)
+
+
+def _yaml(sections: Iterable[tuple[str, list[tuple[str, Any]]]]) -> list[str]:
+    lines: list[str] = []
+    for name, items in sections:
+        lines.append(f"{name}:")
+        for key, value in items:
+            if isinstance(value, dict):
+                lines.append(f"  {key}:")
+                lines += [f"    {k}: {_yaml_value(v)}" for k, v in value.items()]
+            else:
+                lines.append(f"  {key}: {_yaml_value(value)}")
+    return lines
+
+
+def _switches(args: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    return [(name, True if value is None else value) for name, value in args]
+
+
+def _nemo(plan: Plan, args: list[tuple[str, Any]]) -> list[str]:
+    cluster = plan.manifest.cluster
+    names = {
+        "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size",
+        "recompute_granularity": "activations_checkpoint_granularity",
+        "recompute_method": "activations_checkpoint_method",
+        "recompute_num_layers": "activations_checkpoint_num_layers",
+    }
+    model: list[tuple[str, Any]] = []
+    optim = False
+    for name, value in _switches(args):
+        if name == "use_distributed_optimizer":
+            optim = True
+        elif name == "untie_embeddings_and_output_weights":
+            model.append(("share_embeddings_and_output_weights", False))
+        else:
+            model.append((names.get(name, name), value))
+    if optim:
+        model.append(("optim", {"name": "distributed_fused_adam"}))
+    trainer = [
+        ("num_nodes", max(cluster.gpus // cluster.gpus_per_node, 1)),
+        ("devices", min(cluster.gpus, cluster.gpus_per_node)),
+    ]
+    return _yaml((("trainer", trainer), ("model", model)))
+
+
+def _flagscale(plan: Plan, args: list[tuple[str, Any]]) -> list[str]:
+    batch = ("micro_batch_size", "global_batch_size")
+    system = [(k, v) for k, v in _switches(args) if k not in batch]
+    model = [(k, v) for k, v in _switches(args) if k in batch]
+    cluster = plan.manifest.cluster
+    return [
+        "# train/<name>.yaml (the experiment file's runner: nnodes "
+        f"{max(cluster.gpus // cluster.gpus_per_node, 1)}, nproc_per_node "
+        f"{min(cluster.gpus, cluster.gpus_per_node)})",
+        *_yaml((("system", system), ("model", model))),
+    ]
+
+
+def _torchtitan(plan: Plan) -> tuple[list[str], list[str]]:
+    s, m = plan.strategy, plan.manifest
+    assert s is not None
+    t = m.training
+    notes: list[str] = []
+    parallelism: list[tuple[str, Any]] = [
+        ("data_parallel_replicate_degree", 1),
+        ("data_parallel_shard_degree", plan.data_parallel),
+        ("tensor_parallel_degree", s.tensor),
+        ("context_parallel_degree", s.context),
+        ("pipeline_parallel_degree", s.pipeline),
+    ]
+    if t.zero_stage < 3 and plan.data_parallel > 1:
+        notes.append(
+            f"torchtitan shards data parallelism with FSDP (ZeRO-3); the plan was sized for "
+            f"ZeRO-{t.zero_stage}"
+        )
+    if s.pipeline > 1 and plan.schedule:
+        parallelism.append(("pipeline_parallel_schedule", _TORCHTITAN_SCHEDULES[plan.schedule]))
+        parallelism.append(("pipeline_parallel_microbatch_size", plan.micro_batch_size))
+        if plan.schedule == "interleaved-1f1b":
+            stages = s.pipeline * s.virtual_stages
+            if m.model.layers % stages == 0:
+                parallelism.append(("pipeline_parallel_layers_per_stage", m.model.layers // stages))
+            elif s.virtual_stages != 2:
+                notes.append(
+                    f"{m.model.layers} layers do not split into {stages} equal stages: set "
+                    "pipeline_parallel_layers_per_stage for "
+                    f"{s.virtual_stages} stages per rank"
+                )
+    if m.model.is_moe:
+        parallelism.append(("expert_parallel_degree", s.expert))
+    # The local batch is one data-parallel rank's per step: split into micro-batches by a
+    # pipeline, else one forward (torchtitan accumulates gradients up to the global batch)
+    local = t.global_batch_size // plan.data_parallel if s.pipeline > 1 else plan.micro_batch_size
+    training = [
+        ("local_batch_size", local),
+        ("global_batch_size", t.global_batch_size),
+        ("seq_len", m.model.seq_len),
+    ]
+    mode = {"selective": "selective", "selective_op": "selective"}.get(
+        t.activation_recompute, t.activation_recompute
+    )
+    checkpoint: list[tuple[str, Any]] = [("mode", mode)]
+    if mode == "selective":
+        checkpoint.append(("selective_ac_option", "op"))
+        if t.activation_recompute == "selective":
+            notes.append(
+                "torchtitan's selective checkpointing is per operator (selective_ac_option "
+                "'op'), not Megatron's recompute modules"
+            )
+    if s.tensor > 1 and t.sequence_parallel is False:
+        notes.append("torchtitan's tensor parallelism always shards the norms along the sequence")
+    model = _flavor(plan)
+    if model is None:
+        notes.append("no torchtitan flavor in dpguard's table has this shape: keep your [model]")
+    lines: list[str] = []
+    for table, items in (
+        ("model", [("name", model[0]), ("flavor", model[1])] if model else []),
+        ("parallelism", parallelism),
+        ("training", training),
+        ("activation_checkpoint", checkpoint),
+    ):
+        if items:
+            lines.append(f"[{table}]")
+            lines += [f"{key} = {json.dumps(value)}" for key, value in items]
+            lines.append("")
+    return lines[:-1], notes
+
+
+def _flavor(plan: Plan) -> tuple[str, str] | None:
+    """torchtitan's [model] name and flavor for the manifest's shape, if the table has it."""
+    from dpguard.frameworks.torchtitan import flavors
+
+    m = plan.manifest.model
+    for name, entry in sorted(flavors().items()):
+        for flavor, shape in sorted((entry.get("flavors") or {}).items()):
+            if all(
+                getattr(m, key, None) == shape[key]
+                for key in ("layers", "hidden_size", "attention_heads", "ffn_hidden_size")
+                if key in shape
+            ):
+                return name, flavor
+    return None
+
+
+def emit(plan: Plan, fmt: str, notes: Sequence[str] = ()) -> str:
+    """The plan in `fmt`'s own spelling, with a comment header saying what it is and `notes`;
+    only comments for an infeasible plan."""
+    name = plan.manifest.name
+    if plan.strategy is None:
+        lines = [f"# dpguard plan for {name}: no feasible plan"]
+        lines += [f"#   {note}" for note in (*notes, *plan.notes)]
+        return "\n".join(lines) + "\n"
+    s = plan.strategy
+    what = (
+        f"{plan.schedule}, T={s.tensor} P={s.pipeline} M={s.microbatches} EP={s.expert}"
+        if plan.schedule not in (None, "none")
+        else f"no pipeline, tensor {s.tensor} x data {plan.data_parallel}"
+    )
+    header = [f"# dpguard plan for {name}: {what}"]
+    if fmt == "torchtitan":
+        body, spelled = _torchtitan(plan)
+        header.append("# torchtitan job config: these keys replace the same keys of your TOML.")
+    else:
+        args, spelled = megatron_args(plan)
+        if fmt == "megatron":
+            body = _megatron(plan, args)
+            header.append("# Megatron-LM arguments: they replace the same flags of your command.")
+        elif fmt == "nemo":
+            body = _nemo(plan, args)
+            header.append("# NeMo config: these keys replace the same keys of your YAML.")
+        else:
+            body = _flagscale(plan, args)
+            header.append("# FlagScale train config: these keys replace the same keys.")
+    header += [f"# note: {note}" for note in (*notes, *spelled)]
+    return "\n".join(header + body) + "\n"

@@ -1,0 +1,146 @@
+"""`dpguard plan --emit`: the plan in each framework's spelling, read back by dpguard's own
+reader for that framework with the same degrees, batch and schedule."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dpguard.check import check_file
+from dpguard.cli import main
+from dpguard.frameworks.emit import EMIT_FORMATS, SCHEDULES, emit
+from dpguard.frameworks.read import read
+from dpguard.planner.plan import Plan, make_plan
+from dpguard.policy.load import load_policies
+
+ROOT = Path(__file__).parent.parent
+# Every valid example and every published run of the calibration set (mistakes.yaml is invalid
+# on purpose)
+CORPUS = [p for p in sorted((ROOT / "examples").glob("*.yaml")) if p.stem != "mistakes"]
+CORPUS += sorted((Path(__file__).parent / "data" / "calibration").glob("*.yaml"))
+SUFFIX = {"megatron": ".sh", "nemo": ".yaml", "flagscale": ".yaml", "torchtitan": ".toml"}
+
+
+@pytest.fixture(scope="module")
+def policies():
+    return load_policies([])
+
+
+def _plan(path: Path, policies, fmt: str) -> Plan:
+    result = check_file(str(path), None, policies)
+    assert result.manifest is not None and result.outcome is not None, result.findings
+    return make_plan(result.manifest, result.outcome, policies, SCHEDULES[fmt])
+
+
+def _read_back(text: str, fmt: str, tmp_path: Path) -> dict:
+    path = tmp_path / f"emitted{SUFFIX[fmt]}"
+    path.write_text(text, encoding="utf-8")
+    extract = read(str(path), fmt)
+    assert not [n for n in extract.notes if n.code != "F002"], extract.notes
+    return extract.values
+
+
+def _expected(plan: Plan) -> dict:
+    s = plan.strategy
+    assert s is not None
+    out = {
+        "parallelism.tensor": s.tensor,
+        "parallelism.pipeline": s.pipeline,
+        "parallelism.context": s.context,
+        "training.micro_batch_size": plan.micro_batch_size,
+        "training.global_batch_size": plan.manifest.training.global_batch_size,
+    }
+    if plan.manifest.model.is_moe:
+        out["parallelism.expert"] = s.expert
+    if s.pipeline > 1:
+        out["parallelism.schedule"] = plan.schedule
+    if plan.schedule == "interleaved-1f1b":
+        out["parallelism.virtual_stages"] = s.virtual_stages
+    return out
+
+
+def _assert_round_trip(plan: Plan, fmt: str, tmp_path: Path) -> None:
+    text = emit(plan, fmt)
+    values = _read_back(text, fmt, tmp_path)
+    expected = _expected(plan)
+    if (
+        fmt == "torchtitan"
+        and "\n[model]\n" not in text
+        and expected.get("parallelism.virtual_stages", 2) != 2
+    ):
+        # torchtitan counts stages per rank from the flavor's layers: a shape no flavor has
+        # is read with its default of 2, and the emitted block says to keep your [model]
+        assert "keep your [model]" in text
+        del expected["parallelism.virtual_stages"]
+    assert {k: values.get(k) for k in expected} == expected
+    if fmt in ("megatron", "nemo"):  # the formats that carry nodes x devices
+        assert values["cluster.gpus"] == plan.manifest.cluster.gpus
+
+
+@pytest.mark.parametrize("fmt", EMIT_FORMATS)
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_emitted_config_reads_back_with_the_plans_degrees_batch_and_schedule(
+    path, fmt, policies, tmp_path
+):
+    plan = _plan(path, policies, fmt)
+    if plan.strategy is None:  # the known-bad runs: nothing to emit but the reasons
+        assert all(line.startswith("#") for line in emit(plan, fmt).splitlines())
+        return
+    assert plan.schedule in (None, "none", *SCHEDULES[fmt])
+    _assert_round_trip(plan, fmt, tmp_path)
+
+
+@pytest.mark.parametrize("fmt", EMIT_FORMATS)
+@pytest.mark.parametrize("virtual", [2, 3])
+def test_interleaved_virtual_stages_round_trip(fmt, virtual, policies, tmp_path):
+    """Interleaving is spelled three ways (Megatron's stages per rank, NeMo's virtual size,
+    torchtitan's layers per stage); the examples' plans do not interleave, so the plan is
+    rewritten to interleave over a shape whose layers split evenly (and no torchtitan flavor
+    has: torchtitan's reader then assumes its default of 2 stages per rank)."""
+    plan = _plan(ROOT / "examples" / "large-dense.yaml", policies, "megatron")
+    assert plan.strategy is not None
+    layers = plan.strategy.pipeline * virtual * 2
+    manifest = replace(plan.manifest, model=replace(plan.manifest.model, layers=layers))
+    strategy = replace(plan.strategy, schedule="interleaved-1f1b", virtual_stages=virtual)
+    interleaved = replace(plan, manifest=manifest, schedule="interleaved-1f1b", strategy=strategy)
+    if fmt == "torchtitan":
+        per_stage = layers // (strategy.pipeline * virtual)
+        assert f"pipeline_parallel_layers_per_stage = {per_stage}" in emit(interleaved, fmt)
+    _assert_round_trip(interleaved, fmt, tmp_path)
+
+
+def test_a_schedule_the_framework_does_not_run_is_replanned_and_said(capsys):
+    # frontier-moe's plan is DualPipe, which Megatron-LM does not run
+    code = main(["plan", "--emit", "megatron", str(ROOT / "examples" / "frontier-moe.yaml")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "dpguard recommends dualpipe, which megatron does not run" in out
+    assert "--pipeline-model-parallel-size" in out
+    assert "dualpipe" not in out.split("DPGUARD_PLAN_ARGS")[1]
+
+
+def test_flagscale_keeps_dualpipev_and_torchtitan_names_the_flavor(capsys):
+    assert main(["plan", "--emit", "flagscale", str(ROOT / "examples/frontier-moe.yaml")]) == 0
+    assert "use_dualpipev: true" in capsys.readouterr().out
+    assert main(["plan", "--emit", "torchtitan", str(ROOT / "examples/large-dense.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert 'name = "llama3"\nflavor = "405B"' in out
+
+
+def test_an_infeasible_plan_emits_only_comments_and_exits_1(capsys):
+    impossible = Path(__file__).parent / "data" / "impossible.yaml"
+    code = main(["plan", "--emit", "nemo", str(impossible)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.startswith("# dpguard plan for")
+    assert all(line.startswith("#") for line in out.splitlines())
+
+
+def test_emit_is_deterministic(capsys):
+    runs = []
+    for _ in range(2):
+        main(["plan", "--emit", "torchtitan", str(ROOT / "examples/frontier-moe.yaml")])
+        runs.append(capsys.readouterr().out)
+    assert runs[0] == runs[1]
