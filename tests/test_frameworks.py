@@ -10,6 +10,7 @@ import pytest
 
 from dpguard.check import check_file
 from dpguard.cli import main
+from dpguard.findings import Severity
 from dpguard.frameworks import shell
 from dpguard.frameworks.read import read, sniff
 from dpguard.yamlevents import Position
@@ -261,3 +262,24 @@ def test_a_flag_the_file_computes_is_reported_not_guessed(tmp_path: Path) -> Non
     (note,) = extract.notes
     assert (note.code, note.origin.position) == ("F002", Position(4, 4))
     assert "--tensor-model-parallel-size" in note.message and "command substitution" in note.message
+
+
+def test_a_computed_degree_fails_unless_a_manifest_supplies_it(tmp_path: Path) -> None:
+    """Megatron-LM's default TP of 1 applies when the flag is absent, never to a flag whose
+    value the file computes: that is an error at the flag until a manifest says the value."""
+    write(tmp_path, "llama.sh", SCRIPT.replace("TP=2", "TP=$(cat tp.txt)"))
+    alone = check_file(str(tmp_path / "llama.sh"))
+    unread = [f for f in alone.findings if f.message.startswith("parallelism.tensor")]
+    assert [(f.code, f.severity, f.line) for f in unread] == [("F003", Severity.ERROR, 4)]
+    assert "dpguard does not guess it: add parallelism.tensor to a manifest" in unread[0].message
+    manifest = write(
+        tmp_path,
+        "run.yaml",
+        "apiVersion: dpguard/v1\nkind: TrainingManifest\nmetadata: {name: run}\n"
+        "source: {path: llama.sh}\n"
+        "cluster: {accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}\n"
+        "parallelism: {tensor: 4}\n",
+    )
+    supplied = check_file(manifest)
+    assert not [f for f in supplied.findings if f.code == "F003"]
+    assert supplied.manifest is not None and supplied.manifest.parallelism.tensor == 4

@@ -87,8 +87,25 @@ def compose(
     meta = data.setdefault("metadata", {})
     meta.setdefault("name", os.path.splitext(os.path.basename(extract.path))[0] or "config")
     _derive_params(data, keys, files, name)
+    unread = {
+        dotted: origin
+        for dotted, origin in sorted(extract.undetermined.items())
+        if _get(data, tuple(dotted.split("."))) is None
+    }
+    for dotted, origin in unread.items():
+        findings.append(
+            Finding(
+                origin.file,
+                *origin.position,
+                "F003",
+                Severity.ERROR,
+                f"{dotted} cannot be read from {os.path.basename(extract.path)} and dpguard "
+                f"does not guess it: add {dotted} to "
+                + _WHERE.format(name=os.path.basename(extract.path)),
+            )
+        )
     at = manifest.position(("source",)) if manifest is not None else Position(1, 1)
-    for key in missing(data):
+    for key in (k for k in missing(data) if k not in unread):
         findings.append(
             Finding(
                 name,

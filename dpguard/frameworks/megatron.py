@@ -223,9 +223,14 @@ class _Builder:
         self.notes = notes
         self.values: dict[str, Any] = {}
         self.origins: dict[str, Origin] = {}
+        self.undetermined: dict[str, Origin] = {}
 
     def set(self, dotted: str, value: Any, *keys: str) -> None:
         if value is None:
+            # the file writes the argument, but not a value dpguard can read
+            written = next((self.args[k] for k in keys if k in self.args), None)
+            if written is not None:
+                self.undetermined[dotted] = written.origin
             return
         self.values[dotted] = value
         origin = next((self.args[k].origin for k in keys if k in self.args), None)
@@ -259,22 +264,22 @@ def to_manifest(
     g = b.int
     tp, pp = g("tensor_model_parallel_size"), g("pipeline_model_parallel_size")
     # Megatron-LM's default (1) only when the flag is absent, never for a value the file
-    # computes: that one is left out and noted
-    if "tensor_model_parallel_size" not in args or tp is not None:
-        b.set("parallelism.tensor", tp or 1, "tensor_model_parallel_size")
-    if "pipeline_model_parallel_size" not in args or pp is not None:
-        b.set("parallelism.pipeline", pp or 1, "pipeline_model_parallel_size")
+    # computes: that one is undetermined
+    for dotted, key, value in (
+        ("parallelism.tensor", "tensor_model_parallel_size", tp),
+        ("parallelism.pipeline", "pipeline_model_parallel_size", pp),
+    ):
+        b.set(dotted, value if key in args else 1, key)
     b.set("parallelism.expert", g("expert_model_parallel_size"), "expert_model_parallel_size")
     b.set("parallelism.context", g("context_parallel_size"), "context_parallel_size")
     layers = g("num_layers")
     vpp = virtual_stages(args, layers, pp, notes)
-    if vpp is not None:
-        b.set(
-            "parallelism.virtual_stages",
-            vpp,
-            "num_virtual_stages_per_pipeline_rank",
-            "num_layers_per_virtual_pipeline_stage",
-        )
+    b.set(
+        "parallelism.virtual_stages",
+        vpp,
+        "num_virtual_stages_per_pipeline_rank",
+        "num_layers_per_virtual_pipeline_stage",
+    )
     if (pp or 1) > 1:
         schedule = "interleaved-1f1b" if (vpp or 1) > 1 else "1f1b"
         b.set("parallelism.schedule", schedule, "pipeline_model_parallel_size")
@@ -385,7 +390,7 @@ def to_manifest(
         )
     for dotted, value in (extra or {}).items():
         b.values.setdefault(dotted, value)
-    return Extract(fmt, path, b.values, b.origins, tuple(notes), facts(args))
+    return Extract(fmt, path, b.values, b.origins, tuple(notes), facts(args), b.undetermined)
 
 
 def virtual_stages(

@@ -31,7 +31,9 @@ class Extract:
 
     `values` maps dotted manifest paths (``parallelism.tensor``) to values; `origins` says
     where each was written (a value derived from several keys points at the first); `facts`
-    are the framework facts the framework rules test (policy.facts, ``framework.*``)."""
+    are the framework facts the framework rules test (policy.facts, ``framework.*``);
+    `undetermined` are fields the file writes in a way a static reader cannot follow (a
+    command substitution, an unset variable), with where: never defaulted (compose)."""
 
     format: str
     path: str
@@ -39,3 +41,4 @@ class Extract:
     origins: Mapping[str, Origin]
     notes: tuple[Note, ...] = ()
     facts: Mapping[str, Any] = field(default_factory=dict)
+    undetermined: Mapping[str, Origin] = field(default_factory=dict)

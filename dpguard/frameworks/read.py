@@ -13,6 +13,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dpguard.findings import Severity
@@ -209,13 +210,11 @@ def _with(
 ) -> Extract:
     merged_values = {**values, **extract.values}
     merged = {**origins, **extract.origins}
-    return Extract(
-        extract.format,
-        extract.path,
-        merged_values,
-        {k: v for k, v in merged.items() if k in merged_values},
-        tuple(notes) + extract.notes,
-        extract.facts,
+    return replace(
+        extract,
+        values=merged_values,
+        origins={k: v for k, v in merged.items() if k in merged_values},
+        notes=tuple(notes) + extract.notes,
     )
 
 
@@ -356,13 +355,11 @@ def _flagscale(doc: SourceDoc) -> Extract:
     if dualpipev:
         merged.pop("parallelism.virtual_stages", None)
     facts = {**out.facts, **_dualpipev_facts(args, dualpipev)}
-    return Extract(
-        out.format,
-        out.path,
-        merged,
-        {k: v for k, v in merged_origins.items() if k in merged},
-        out.notes,
-        facts,
+    return replace(
+        out,
+        values=merged,
+        origins={k: v for k, v in merged_origins.items() if k in merged},
+        facts=facts,
     )
 
 
@@ -438,14 +435,7 @@ def _seq_facts(extract: Extract, lengths: list[tuple[int, Origin]]) -> Extract:
     fact = None
     if len(distinct) > 1:
         fact = ", ".join(f"{v} (line {o.position.line})" for v, o in lengths)
-    return Extract(
-        extract.format,
-        extract.path,
-        extract.values,
-        extract.origins,
-        extract.notes,
-        {**extract.facts, "framework.sequence_lengths": fact},
-    )
+    return replace(extract, facts={**extract.facts, "framework.sequence_lengths": fact})
 
 
 def _flag_map(doc: SourceDoc) -> Extract:
