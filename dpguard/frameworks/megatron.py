@@ -265,11 +265,11 @@ def to_manifest(
     tp, pp = g("tensor_model_parallel_size"), g("pipeline_model_parallel_size")
     # Megatron-LM's default (1) only when the flag is absent, never for a value the file
     # computes: that one is undetermined
-    for dotted, key, value in (
+    for dotted, key, degree in (
         ("parallelism.tensor", "tensor_model_parallel_size", tp),
         ("parallelism.pipeline", "pipeline_model_parallel_size", pp),
     ):
-        b.set(dotted, value if key in args else 1, key)
+        b.set(dotted, degree if key in args else 1, key)
     b.set("parallelism.expert", g("expert_model_parallel_size"), "expert_model_parallel_size")
     b.set("parallelism.context", g("context_parallel_size"), "context_parallel_size")
     layers = g("num_layers")
