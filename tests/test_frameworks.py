@@ -12,6 +12,7 @@ from dpguard.check import check_file
 from dpguard.cli import main
 from dpguard.findings import Severity
 from dpguard.frameworks import shell
+from dpguard.frameworks.compose import compose
 from dpguard.frameworks.read import read, sniff
 from dpguard.yamlevents import Position
 
@@ -283,3 +284,32 @@ def test_a_computed_degree_fails_unless_a_manifest_supplies_it(tmp_path: Path) -
     supplied = check_file(manifest)
     assert not [f for f in supplied.findings if f.code == "F003"]
     assert supplied.manifest is not None and supplied.manifest.parallelism.tensor == 4
+
+
+# Published totals of the models behind torchtitan's flavors (model cards: Llama 3.1 8B/70B/405B,
+# DeepSeek-V2-Lite 15.7B, DeepSeek-V2 236B, DeepSeek-V3 671B, Qwen3 1.7B/8.2B/14.8B).
+PUBLISHED = {
+    ("llama3", "8B"): 8.03e9,
+    ("llama3", "70B"): 70.6e9,
+    ("llama3", "405B"): 405e9,
+    ("deepseek_v3", "16B"): 15.7e9,
+    ("deepseek_v3", "236B"): 236e9,
+    ("deepseek_v3", "671B"): 671e9,
+    ("qwen3", "1.7B"): 1.7e9,
+    ("qwen3", "8B"): 8.2e9,
+    ("qwen3", "14B"): 14.8e9,
+}
+
+
+@pytest.mark.parametrize(("name", "flavor"), sorted(PUBLISHED))
+def test_torchtitan_flavors_have_the_published_size(tmp_path: Path, name: str, flavor: str) -> None:
+    """The flavor table is dpguard's transcription of torchtitan's Python model args: the
+    parameter count derived from each shape is the model's published size (within 2 %: the cards round)."""
+    path = write(
+        tmp_path,
+        "train.toml",
+        f'[model]\nname = "{name}"\nflavor = "{flavor}"\n'
+        "[training]\nseq_len = 4096\n[parallelism]\ndata_parallel_shard_degree = 8\n",
+    )
+    doc, _ = compose(read(path, "torchtitan"))
+    assert doc.data["model"]["total_params"] == pytest.approx(PUBLISHED[name, flavor], rel=0.02)
