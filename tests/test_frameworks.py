@@ -304,7 +304,8 @@ PUBLISHED = {
 @pytest.mark.parametrize(("name", "flavor"), sorted(PUBLISHED))
 def test_torchtitan_flavors_have_the_published_size(tmp_path: Path, name: str, flavor: str) -> None:
     """The flavor table is dpguard's transcription of torchtitan's Python model args: the
-    parameter count derived from each shape is the model's published size (within 2 %: the cards round)."""
+    parameter count derived from each shape is the model's published size (within 2 %: the
+    cards round)."""
     path = write(
         tmp_path,
         "train.toml",
