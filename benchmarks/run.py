@@ -16,7 +16,9 @@ check-jsonschema, the baseline). Sections:
 5. peak RSS of `dpguard review` for 1 file and for the corpus;
 6. worst cases: `review` and `plan` of manifests that once took seconds (global batches of
    65,536 and 1,000,000 sequences, an infeasible model), against check-jsonschema on the same
-   file, with peak RSS.
+   file, with peak RSS;
+7. framework configs: `review` of a Megatron script, torchtitan TOML, FlagScale and Bridge
+   YAML (with a `source:` manifest) against the same run as one plain manifest.
 
 Speed is reported as ratios against the baseline run in the same invocation; nothing here
 asserts absolute times. Results go to benchmarks/results.json (or --output).
@@ -41,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))  # the sibling benchmark modules, not the dpguard sources
 
+import bench_frameworks  # noqa: E402
 import bench_schedules  # noqa: E402
 from corpus import write_corpus  # noqa: E402
 
@@ -212,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         results["planner"] = _planner(Path(tmp))
         results["stress"] = _stress(Path(tmp), dpguard, baseline, schema, runs)
+        results["frameworks"] = bench_frameworks.measure(Path(tmp), dpguard, runs, _alternate)
     ranks, factors = (
         ((4, 8), (2, 8)) if args.quick else (bench_schedules.RANKS, bench_schedules.FACTORS)
     )
@@ -248,6 +252,13 @@ def _print(r: dict[str, Any]) -> None:
         print(
             f"planner {row['manifest']} ({row['gpus']} GPUs): "
             f"{row['seconds'] * 1e3:.1f} ms -> {row['plan']}"
+        )
+    for row in r["frameworks"]:
+        print(
+            f"{row['format']} vs the same run as a manifest: +"
+            f"{row['in_process_added_ms']:.1f} ms in process "
+            f"({row['in_process_framework_ms']:.1f} vs {row['in_process_manifest_ms']:.1f} ms), "
+            f"{row['cold_added_ms']:+.0f} ms cold (ratio {row['cold_ratio']:.2f})"
         )
     worst = max(r["simulator"], key=lambda row: row["per_pm_ratio"])
     print(

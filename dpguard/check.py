@@ -4,13 +4,13 @@ for a problem inside a file, so one broken manifest never stops the others."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dpguard.catalog import Catalog, load_catalog
 from dpguard.findings import Finding, Severity
-from dpguard.frameworks.read import FrameworkError
+from dpguard.frameworks.model import Extract, FrameworkError
 from dpguard.manifest import Manifest, build_manifest
 from dpguard.sizing import manifest_warnings
 from dpguard.validate import validate
@@ -81,28 +81,34 @@ def load_any(
 ) -> tuple[SourceDoc, str, list[Finding], Mapping[str, Any]]:
     """(document, source format, findings of reading it, framework facts). A dpguard manifest
     loads as itself unless it has `source:`; a framework config is read and composed."""
-    from dpguard.frameworks import read as frameworks
-    from dpguard.frameworks.compose import compose
+    from dpguard.frameworks.detect import sniff, yaml_format
 
     text = read_text(path)
-    fmt = frameworks.sniff(path, text)
-    manifest = None
-    if fmt is None:
-        doc = load_text(text, path)
-        if "apiVersion" in doc.data or "kind" in doc.data:
-            source = doc.data.get("source")
-            if not isinstance(source, dict) or not isinstance(source.get("path"), str):
-                return doc, "dpguard", [], {}
-            manifest = doc
-            target, fmt = _source(doc, source)
-            extract = frameworks.read_source(target, fmt, doc)
-        else:
-            fmt = frameworks.yaml_format(doc.data)
-            if fmt is None:
-                return doc, "dpguard", [], {}
-            extract = frameworks.read_doc(doc, fmt)
-    else:
-        extract = frameworks.read(path, fmt)
+    fmt = sniff(path, text)
+    if fmt is not None:
+        return _compose(lambda readers: readers.read(path, fmt), None, defaults)
+    doc = load_text(text, path)
+    if "apiVersion" in doc.data or "kind" in doc.data:
+        source = doc.data.get("source")
+        if not isinstance(source, dict) or not isinstance(source.get("path"), str):
+            return doc, "dpguard", [], {}
+        target, named = _source(doc, source)
+        return _compose(lambda readers: readers.read_source(target, named, doc), doc, defaults)
+    found = yaml_format(doc.data)
+    if found is None:
+        return doc, "dpguard", [], {}
+    return _compose(lambda readers: readers.read_doc(doc, found), None, defaults)
+
+
+def _compose(
+    read: Callable[[Any], Extract], manifest: SourceDoc | None, defaults: Sequence[SourceDoc]
+) -> tuple[SourceDoc, str, list[Finding], Mapping[str, Any]]:
+    """Read with the framework readers, imported only here (a plain manifest never loads
+    them), and compose with the pointing manifest and the defaults."""
+    from dpguard.frameworks import read as readers
+    from dpguard.frameworks.compose import compose
+
+    extract = read(readers)
     composed, findings = compose(extract, manifest, defaults)
     return composed, extract.format, findings, extract.facts
 

@@ -49,6 +49,14 @@ def test_quick_suite_writes_every_section(tmp_path: Path) -> None:
     schedules = {row["schedule"] for row in results["simulator"]}
     assert schedules == {"gpipe", "1f1b", "interleaved-1f1b", "zb1p", "dualpipe", "dualpipev"}
     assert all(row["events"] > 0 for row in results["simulator"])
+    frameworks = results["frameworks"]
+    assert [row["format"] for row in frameworks] == [
+        "megatron script",
+        "torchtitan TOML",
+        "FlagScale YAML",
+        "Megatron-Bridge YAML",
+    ]
+    assert all(row["in_process_framework_ms"] > 0 for row in frameworks)
     assert "single file (cold): dpguard" in done.stdout
     assert "memory single file: dpguard" in done.stdout
 

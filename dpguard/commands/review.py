@@ -134,7 +134,7 @@ def declares_manifest(path: str) -> bool:
     review reports it."""
     import os
 
-    from dpguard.frameworks.read import sniff, yaml_format
+    from dpguard.frameworks.detect import sniff, yaml_format
     from dpguard.yamlsource import YamlLoadError, load_text, read_text, root_scalars
 
     if not path.endswith((".yaml", ".yml")) and os.path.isfile(path):

@@ -15,6 +15,17 @@ class Origin(NamedTuple):
     position: Position
 
 
+class FrameworkError(Exception):
+    """The file cannot be read as its format (syntax, limits): one positioned finding."""
+
+    def __init__(self, code: str, message: str, origin: Origin, format: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.origin = origin
+        self.format = format
+
+
 @dataclass(frozen=True)
 class Note:
     """A remark about the framework file, reported as a finding at `origin`."""

@@ -32,7 +32,7 @@ _UNMODELLED = ("LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "PipelineS
 
 
 def read(path: str, text: str) -> Extract:
-    from dpguard.frameworks.read import FrameworkError
+    from dpguard.frameworks.model import FrameworkError
 
     _check_depth(path, text)
     import tomllib
@@ -51,7 +51,7 @@ def read(path: str, text: str) -> Extract:
 
 
 def _check_depth(path: str, text: str) -> None:
-    from dpguard.frameworks.read import FrameworkError
+    from dpguard.frameworks.model import FrameworkError
 
     depth = 0
     for match in re.finditer(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'|#[^\n]*|[\[\]{}]", text):
