@@ -400,11 +400,56 @@ def virtual_stages(
     direct = _int(args.get("num_virtual_stages_per_pipeline_rank"), "", notes)
     if direct is not None:
         return direct
+    stages = layout_stages(args.get("pipeline_model_parallel_layout"))
+    if stages is not None and pp and len(stages) % pp == 0:
+        return len(stages) // pp  # VPP = the layout's stages / PP
     per_stage = _int(args.get("num_layers_per_virtual_pipeline_stage"), "", notes)
     if per_stage and layers and pp:
         # arguments.py: V = (layers / PP) / layers-per-virtual-stage, integer division: the
         # layers that do not fit are silently dropped (Megatron-LM #468; rule FW001)
         return max((layers // pp) // per_stage, 1)
+    return None
+
+
+_LAYOUT_GROUP = re.compile(r"\(([^()]+)\)\*([0-9]+)")
+_LAYOUT_REPEAT = re.compile(r"([^|()])\*([0-9]+)")
+
+
+def layout_stages(arg: Arg | None) -> list[str] | None:
+    """The stages of a ``--pipeline-model-parallel-layout`` string, each a string of layer
+    letters (E embedding, t decoder, m MTP, L loss), or None when there is no layout or it is
+    not in that grammar. Megatron-core's parse_str_to_list: commas are cosmetic, ``(...)*n``
+    and ``x*n`` repeat, ``|`` separates stages in order PP rank first, then virtual stage."""
+    if arg is None or not isinstance(arg.value, str):
+        return None
+    text = arg.value.replace(",", "").replace(" ", "")
+    for _ in range(8):  # nested groups unroll from the inside out
+        unrolled = _LAYOUT_GROUP.sub(lambda m: m.group(1) * int(m.group(2)), text)
+        if unrolled == text or len(unrolled) > 100_000:
+            break
+        text = unrolled
+    text = _LAYOUT_REPEAT.sub(lambda m: m.group(1) * int(m.group(2)), text)
+    if len(text) > 100_000 or not re.fullmatch(r"[ELtm|]+", text):
+        return None
+    return text.split("|")
+
+
+def _layout_problem(args: Mapping[str, Arg], layers: int | None, pp: int) -> str | None:
+    """What Megatron-core refuses at launch in a layout (PipelineParallelLayerLayout)."""
+    arg = args.get("pipeline_model_parallel_layout")
+    if arg is None or arg.value in (None, ""):
+        return None
+    stages = layout_stages(arg)
+    if stages is None:
+        return f"the layout {arg.value!r} is not in Megatron's grammar (E, t, m, L, |, (...)*n)"
+    if len(stages) % pp:
+        return f"the layout has {len(stages)} stages, not a multiple of PP {pp}"
+    flat = "".join(stages)
+    decoders = flat.count("t")
+    if layers is not None and decoders != layers:
+        return f"the layout places {decoders} decoder layers, not --num-layers {layers}"
+    if not (flat.startswith("E") and flat.endswith("L")) or flat.count("E") + flat.count("L") != 2:
+        return "the layout must start with the embedding (E) and end with the loss (L), once each"
     return None
 
 
@@ -443,4 +488,16 @@ def facts(args: Mapping[str, Arg]) -> dict[str, Any]:
         v = max((layers // pp) // per_stage, 1)
         built = per_stage * v * pp
     dropped = layers - built if layers and built is not None and built < layers else None
-    return {"framework.layers_dropped": dropped}
+    placed = any(
+        key in args and args[key].value not in (None, "")
+        for key in (
+            "pipeline_model_parallel_layout",
+            "decoder_first_pipeline_num_layers",
+            "decoder_last_pipeline_num_layers",
+        )
+    )
+    return {
+        "framework.layers_dropped": dropped,
+        "framework.layout_problem": _layout_problem(args, layers, pp),
+        "framework.custom_layout": placed,
+    }

@@ -411,6 +411,20 @@ FRAMEWORK = (
         anchor="model.layers",
     ),
     _f(
+        "framework.layout_problem",
+        "str",
+        "what Megatron-core refuses in a --pipeline-model-parallel-layout (stage count not a "
+        "multiple of PP, decoder layers other than --num-layers, embedding and loss misplaced)",
+        anchor="parallelism.pipeline",
+    ),
+    _f(
+        "framework.custom_layout",
+        "bool",
+        "the config places the layers on the stages itself (Megatron's "
+        "--pipeline-model-parallel-layout or uneven first/last stages)",
+        anchor="parallelism.pipeline",
+    ),
+    _f(
         "framework.sequence_lengths",
         "str",
         "the sequence lengths one file sets, with their lines, when they disagree",
