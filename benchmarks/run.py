@@ -43,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))  # the sibling benchmark modules, not the dpguard sources
 
+import bench_diff  # noqa: E402
 import bench_frameworks  # noqa: E402
 import bench_schedules  # noqa: E402
 from corpus import write_corpus  # noqa: E402
@@ -215,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         results["planner"] = _planner(Path(tmp))
         results["stress"] = _stress(Path(tmp), dpguard, baseline, schema, runs)
+        results["review_baseline"] = bench_diff.measure(
+            dpguard, Path(tmp) / "baseline-repo", corpus[:20], runs
+        )
         results["frameworks"] = bench_frameworks.measure(Path(tmp), dpguard, runs, _alternate)
     ranks, factors = (
         ((4, 8), (2, 8)) if args.quick else (bench_schedules.RANKS, bench_schedules.FACTORS)
@@ -248,6 +252,11 @@ def _print(r: dict[str, Any]) -> None:
     for key, x in r["stress"].items():
         rss = x["peak_rss_kib"] / 1024
         print(f"{key}: dpguard {x['dpguard_median_s'] * 1e3:.0f} ms, {rss:.1f} MiB; {ratio(x)}")
+    d = r["review_baseline"]
+    print(
+        f"review --baseline ({d['files']} changed files) vs plain review: ratio "
+        f"{d['median_pair_ratio']:.2f} (CPU time {d['median_pair_cpu_ratio']:.2f}; target <= 2)"
+    )
     for row in r["planner"]:
         print(
             f"planner {row['manifest']} ({row['gpus']} GPUs): "

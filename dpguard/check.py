@@ -30,6 +30,10 @@ class FileResult:
     outcome: Outcome | None = None  # policy evaluation, when policies were given
     plan: Plan | None = None  # the recommended strategy, when policies were given
     source_format: str = "dpguard"  # or the framework whose config was read (frameworks.read)
+    # Set by review, which judges each file by the nearest .dpguard.yaml (dpguard.config):
+    config: str = ""  # the config file that judged it ("" when none)
+    judged_by: Policies | None = None  # that config's layered stack
+    fail_on: str | None = None  # that config's fail_on (or --fail-on); None: the report's
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity is severity and not f.waived)

@@ -20,6 +20,7 @@ from dpguard.exitcodes import ExitCode
 # unrelated commands stay fast.
 COMMANDS: tuple[str, ...] = (
     "review",
+    "diff",
     "schema",
     "bubble",
     "compare",

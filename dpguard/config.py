@@ -1,5 +1,8 @@
-"""`.dpguard.yaml`: a repository's dpguard settings, found by walking up from the current
-directory to the git root (a directory containing ``.git``) or the filesystem root.
+"""`.dpguard.yaml`: a repository's dpguard settings, found for each manifest by walking up from
+the file's directory to the repository root (a directory containing ``.git``), never above it,
+or to the filesystem root outside a repository; the nearest file wins, as in ruff, ESLint and
+yamllint. ``--config PATH`` pins one file for every manifest. Commands without files (``rules``,
+``explain``, ``lint-policies``) walk up from the current directory.
 
 Keys (schemas/config.schema.json): ``policies`` (paths relative to the config file), ``disable``
 (rule ids), ``waivers`` (path), ``fail_on`` (error|warning), ``defaults`` (manifest keys for
@@ -118,3 +121,50 @@ def discover(start: Path | None = None) -> Config:
     """The repository's config, or NO_CONFIG when there is none."""
     path = find(start)
     return load(path) if path is not None else NO_CONFIG
+
+
+def pinned(path: str) -> Config:
+    """The config `--config PATH` names, for every file; a missing one cannot be guessed around."""
+    target = Path(path)
+    if not target.is_file():
+        raise ConfigError(f"{path}: no such config file (--config)")
+    return load(target.resolve())
+
+
+class Discovery:
+    """The config for each file of one command: `--config` when given, else the nearest
+    `.dpguard.yaml` above the file. Each directory is walked and each config file loaded once
+    per call, never cached across calls (a test or a long-lived caller may edit them)."""
+
+    def __init__(self, pin: str | None = None) -> None:
+        self._pinned = pinned(pin) if pin else None
+        self._found: dict[Path, Path | None] = {}
+        self._loaded: dict[Path, Config] = {}
+
+    def for_file(self, path: str) -> Config:
+        if self._pinned is not None:
+            return self._pinned
+        target = Path(path)
+        directory = (target if target.is_dir() else target.parent).resolve()
+        if directory not in self._found:
+            self._found[directory] = find(directory)
+        found = self._found[directory]
+        if found is None:
+            return NO_CONFIG
+        if found not in self._loaded:
+            self._loaded[found] = load(found)
+        return self._loaded[found]
+
+    def here(self) -> Config:
+        """The config for a command without files: pinned, else found from the current directory."""
+        return self._pinned if self._pinned is not None else self.for_file(str(Path.cwd()))
+
+
+def display(path: str) -> str:
+    """A config path as reports show it: relative to the current directory when under it."""
+    if not path:
+        return "none"
+    try:
+        return Path(path).relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dpguard.catalog import Catalog
-from dpguard.hints import hint
+from dpguard.hints import accelerator_hint
 from dpguard.manifest import derived_sizes, parse_quantity
 from dpguard.yamlsource import Path, SourceDoc
 
@@ -66,6 +66,15 @@ _MOE_ONLY = ("moe_ffn_hidden_size", "shared_experts", "dense_layers")
 # Upper bounds for suffixed quantities; numbers are bounded by the schema itself.
 _QUANTITY_MAX = {"model.total_params": 10**15, "model.active_params": 10**15}
 _QUANTITY_MAX["training.tokens"] = 10**17
+# Below these a bare number is a missing suffix, not a model or a budget ("70" meant 70B): the
+# smallest published language models have millions of parameters and train on millions of
+# tokens at the very least.
+_PLAUSIBLE_MIN = {"model.total_params": 10**6, "model.active_params": 10**6}
+_PLAUSIBLE_MIN["training.tokens"] = 10**6
+
+
+def _entries(catalog: Catalog) -> list[tuple[str, tuple[str, ...]]]:
+    return [(a.id, a.aliases) for a in catalog.accelerators]
 
 
 def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str, str]]:
@@ -76,12 +85,24 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
             # None from raw.quantity: too large to compute, so out of range all the same
             yield path, "X016", f"{path} is {written!r}; it must be between 1 and {limit:.0e}"
 
+    for path, least in _PLAUSIBLE_MIN.items():
+        written = raw.get(path)
+        if isinstance(written, int) and not isinstance(written, bool) and 0 < written < least:
+            unit = "tokens" if path == "training.tokens" else "parameters"
+            suffix = "T" if unit == "tokens" and written < 100 else "B"
+            yield (
+                path,
+                "X029",
+                f"{path} is {written:,} {unit}: a bare number counts single {unit}; did you mean "
+                f"{written}{suffix}? (write the suffix: K, M, B or T)",
+            )
+
     name = raw.get("cluster.accelerator")
     if isinstance(name, str) and name.lower() != "custom" and catalog.lookup(name) is None:
         yield (
             "cluster.accelerator",
             "X012",
-            f"unknown accelerator {name!r}{hint(name, catalog.ids())}; known: "
+            f"unknown accelerator {name!r}{accelerator_hint(name, _entries(catalog))}; known: "
             f"{', '.join(catalog.ids())}, or custom",
         )
     if isinstance(name, str) and name.lower() == "custom":
@@ -240,6 +261,8 @@ def _parameter_split(
     limit = _QUANTITY_MAX["model.total_params"]
     if not (total and vocab and hidden) or arch not in ("moe", "dense") or total > limit:
         return  # out-of-range totals are X016's to report
+    if total < _PLAUSIBLE_MIN["model.total_params"]:
+        return  # a missing suffix: X029 says so, a negative layer budget would only confuse
     untied = raw.get("parallelism.untie_embeddings") is True
     embeddings = vocab * hidden * (2 if untied else 1)
     routed = 0.0

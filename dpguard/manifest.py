@@ -170,6 +170,7 @@ class Manifest:
     source: SourceDoc = field(repr=False, compare=False)
     source_format: str = "dpguard"  # or the framework whose config was read
     framework: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False)  # metadata.labels
 
     def position(self, dotted: str) -> Position:
         """Where `dotted` (e.g. "parallelism.schedule") is written, or its nearest ancestor."""
@@ -196,7 +197,7 @@ class Manifest:
             if is_dataclass(value) and not isinstance(value, type)
             else value
             for f in fields(self)
-            if f.name not in ("source", "path", "source_format", "framework")
+            if f.name not in ("source", "path", "source_format", "framework", "labels")
             for value in (getattr(self, f.name),)
         }
 
@@ -347,4 +348,5 @@ def build_manifest(
         source=doc,
         source_format=source_format,
         framework=dict(framework or {}),
+        labels=dict(meta.get("labels", {})),
     )

@@ -65,7 +65,7 @@ def advise(rule_id: str, when: str, message: str = "m") -> str:
     )
 
 
-OPERATORS = "equals, not_equals, lt, le, gt, ge, in, not_in, divisible_by, exists"
+OPERATORS = "equals, not_equals, lt, le, gt, ge, in, not_in, divisible_by, matches, exists"
 SCHEDULES = "gpipe, 1f1b, interleaved-1f1b, zb1p, dualpipe, dualpipev"
 
 
@@ -242,8 +242,9 @@ def test_explain_unknown_rule_exits_2_with_a_hint(capsys: pytest.CaptureFixture[
 def test_facts_lists_every_fact(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["facts"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines[:-1]] == list(FACTS)
-    for line, spec in zip(lines[:-1], FACTS.values(), strict=True):
+    assert [line.split()[0] for line in lines[:-2]] == list(FACTS)
+    assert lines[-2].split()[:2] == ["metadata.labels.<key>", "str"]  # one fact per label
+    for line, spec in zip(lines[:-2], FACTS.values(), strict=True):
         assert line.split()[1] == spec.type
         assert spec.description in line
         if spec.choices:

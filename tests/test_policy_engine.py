@@ -227,7 +227,7 @@ def shipped(rule_id: str) -> str:
     return found.location
 
 
-OPERATORS = "equals, not_equals, lt, le, gt, ge, in, not_in, divisible_by, exists"
+OPERATORS = "equals, not_equals, lt, le, gt, ge, in, not_in, divisible_by, matches, exists"
 SCHEDULES = "gpipe, 1f1b, interleaved-1f1b, zb1p, dualpipe, dualpipev"
 
 # (case id, policy text, expected problems; {p} is the policy path)

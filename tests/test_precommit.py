@@ -174,9 +174,9 @@ def test_hook_manifest_is_valid(tmp_path: Path) -> None:
         "validate-manifest", str(REPO / ".pre-commit-hooks.yaml"), cwd=REPO, home=tmp_path
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    (hook,) = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    hook, *_ = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
     assert hook["id"] == "dpguard-review"
-    assert hook["entry"] == "dpguard review --only-manifests"
+    assert hook["entry"] == "dpguard review --only-manifests --quiet"
     assert (hook["language"], hook["types_or"]) == ("python", ["yaml", "shell", "toml", "json"])
     assert hook.get("pass_filenames", True) is True
 

@@ -1186,7 +1186,7 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
             (
                 "X012",
                 *at("cluster.accelerator"),
-                f"unknown accelerator 'H900' (did you mean 'H200'?); {KNOWN}",
+                f"unknown accelerator 'H900'; {KNOWN}",
             )
         ],
     ),
@@ -1363,6 +1363,34 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         ],
     ),
     ("X018-ok-consistent-moe", FULL, {}, []),
+    (
+        # a missing suffix: the hint, not X018's negative layer budget
+        "X029",
+        DENSE,
+        {"model.total_params": "70"},
+        [
+            (
+                "X029",
+                *at("model.total_params"),
+                "model.total_params is 70 parameters: a bare number counts single parameters; "
+                "did you mean 70B? (write the suffix: K, M, B or T)",
+            )
+        ],
+    ),
+    (
+        "X029-tokens",
+        FULL,
+        {"training.tokens": "999999"},
+        [
+            (
+                "X029",
+                *at("training.tokens"),
+                "training.tokens is 999,999 tokens: a bare number counts single tokens; did you "
+                "mean 999999B? (write the suffix: K, M, B or T)",
+            )
+        ],
+    ),
+    ("X029-ok-at-a-million", FULL, {"training.tokens": "1000000"}, []),
     (
         "X017",
         DENSE,
@@ -2000,7 +2028,7 @@ def test_every_problem_at_once_sorted_by_position() -> None:
     assert result == [
         f"{p}:7:3: error X001 1000 GPUs is not divisible by tensor x pipeline x context "
         "= 3 x 8 x 1 = 24",
-        f"{p}:9:3: error X012 unknown accelerator 'H900' (did you mean 'H200'?); {KNOWN}",
+        f"{p}:9:3: error X012 unknown accelerator 'H900'; {KNOWN}",
         f"{p}:15:3: error X005 active_params (80,000,000,000) exceeds total_params "
         "(70,000,000,000)",
         f"{p}:21:3: error X006 model.experts is set on a dense model",

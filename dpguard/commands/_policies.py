@@ -21,6 +21,22 @@ def add_policy_option(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="extra policy set file or directory, layered over the shipped ones (repeatable)",
     )
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        default=None,
+        help="use this .dpguard.yaml for every file instead of the nearest one above each file "
+        "(up to the repository root)",
+    )
+
+
+def config_of(args: argparse.Namespace, path: str | None = None) -> Config:
+    """`--config` when given, else the nearest .dpguard.yaml above `path` (the current
+    directory when there is no file)."""
+    from dpguard import config
+
+    discovery = config.Discovery(getattr(args, "config", None))
+    return discovery.for_file(path) if path is not None else discovery.here()
 
 
 def load(extra: Sequence[str], cfg: Config | None = None) -> Policies:

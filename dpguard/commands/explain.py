@@ -20,7 +20,8 @@ def condition_data(condition: Any) -> Any:
     from dpguard.policy.conditions import Leaf
 
     if isinstance(condition, Leaf):
-        return {"fact": condition.fact, condition.op: condition.value}
+        value = getattr(condition.value, "pattern", condition.value)  # matches: the source
+        return {"fact": condition.fact, condition.op: value}
     if condition.op == "not":
         return {"not": condition_data(condition.items[0])}
     return {condition.op: [condition_data(c) for c in condition.items]}
@@ -38,16 +39,54 @@ def dump_yaml(data: Any) -> str:
     return out.getvalue()
 
 
+# Every code dpguard prints that is not a policy rule: dpguard.codes (Y, S, X, F) and P001.
+FAMILIES = {
+    "Y": ("YAML loading", "docs/manifest.md, hostile input"),
+    "S": ("manifest schema", "docs/manifest.md and schemas/manifest.schema.json"),
+    "X": ("manifest cross-field check", "docs/manifest.md, cross-field checks (with sources)"),
+    "F": ("framework config reading", "docs/frameworks.md"),
+    "P": ("policy engine", "docs/policies.md, how a manifest is judged"),
+}
+
+
+def explain_code(code: str) -> str | None:
+    """What a built-in code means, or None when `code` is none of them."""
+    from dpguard.codes import CODES
+    from dpguard.reporters.model import ENGINE_CODES
+
+    title = CODES.get(code) or ENGINE_CODES.get(code)
+    if title is None:
+        return None
+    family, docs = FAMILIES[code[0]]
+    severity = "warning" if "(warning)" in title else "error"
+    if code == "F002":
+        severity = "warning or info"
+    return "\n".join(
+        [
+            f"{code}: {title}",
+            f"kind: {family} (severity {severity})",
+            "waivable: no (a built-in check, not a policy rule)",
+            f"docs: {docs}",
+        ]
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    from dpguard.commands._policies import load
+    from dpguard.commands._policies import config_of, load
     from dpguard.commands.rules import severity_name
     from dpguard.errors import UsageError
     from dpguard.hints import hint
 
-    policies = load(args.policy)
+    policies = load(args.policy, config_of(args))
     rule = policies.get(args.rule)
     if rule is None:
-        ids = [r.id for r in policies.rules]
+        text = explain_code(args.rule.upper())
+        if text is not None:
+            print(text)
+            return 0
+        from dpguard.codes import CODES
+
+        ids = [r.id for r in policies.rules] + [*CODES, "P001"]
         raise UsageError(f"unknown rule {args.rule}{hint(args.rule, ids)}")
     policy_set = next(s for s in policies.sets if s.name == rule.policy)
     lines = [

@@ -21,6 +21,10 @@ def run(args: argparse.Namespace) -> int:
         choices = f" (one of: {', '.join(spec.choices)})" if spec.choices else ""
         print(f"{path.ljust(width)}  {spec.type.ljust(type_width)}  {spec.description}{choices}")
     print(
+        f"{'metadata.labels.<key>'.ljust(width)}  {'str'.ljust(type_width)}  the manifest's "
+        "label <key> (letters, digits, _ / -; unset when not written)"
+    )
+    print(
         "unset facts: every test is false except `exists: false`; wrap a test in `not` to "
         "count an unset fact as a match"
     )

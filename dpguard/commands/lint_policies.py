@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 HELP = "check policy sets (default: the shipped sets plus .dpguard.yaml layers)"
 
@@ -14,6 +15,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="policy files or directories, layered over the shipped sets (default: .dpguard.yaml)",
     )
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        default=None,
+        help="the .dpguard.yaml whose layers to check (default: the nearest one above the "
+        "current directory)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.exitcodes import ExitCode
     from dpguard.policy.load import PolicyError, load_policies
 
-    cfg = config.NO_CONFIG if args.paths else config.discover()
+    cfg = config.NO_CONFIG if args.paths else config.Discovery(args.config).here()
     extra = list(args.paths) if args.paths else list(cfg.policies)
     try:
         policies = load_policies(extra, cfg.disable, cfg.disable_at)
@@ -29,5 +37,45 @@ def run(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem)
         return ExitCode.CANNOT_RUN
-    print(f"{len(policies.sets)} policy sets, {len(policies.rules)} rules: ok")
+    warnings = domain_warnings(policies)
+    for warning in warnings:
+        print(warning)
+    noted = f" ({len(warnings)} warning{'' if len(warnings) == 1 else 's'})" if warnings else ""
+    print(f"{len(policies.sets)} policy sets, {len(policies.rules)} rules: ok{noted}")
     return ExitCode.OK
+
+
+def domain_warnings(policies: Any) -> list[str]:
+    """Comparisons a fact's range decides on its own, and rules that range makes dead
+    (policy.domains), at each test's position; warnings: the sets still load."""
+    from dpguard.policy.conditions import Leaf
+    from dpguard.policy.domains import leaf_warning, leaves_with_paths, never_true
+    from dpguard.yamlsource import YamlLoadError, load_file
+
+    out: list[str] = []
+    effective = {r.id: r for r in policies.rules}
+    for policy_set in policies.sets:
+        try:
+            doc = load_file(policy_set.path) if policy_set.path else None
+        except YamlLoadError:
+            doc = None
+        if doc is None:
+            continue
+        for i, data in enumerate(doc.data.get("rules", ())):
+            for where, leaf in leaves_with_paths(data.get("when"), ("rules", i, "when")):
+                ops = [k for k in leaf if k != "fact"]
+                if len(ops) != 1:
+                    continue
+                value = leaf[ops[0]]
+                value = tuple(value) if isinstance(value, list) else value
+                problem = leaf_warning(Leaf(leaf["fact"], ops[0], value))
+                if problem is not None:
+                    at = doc.location((*where, ops[0]))
+                    out.append(f"{at}: warning {data.get('id')}: {problem}")
+            rule = effective.get(data.get("id"))
+            if rule is not None and rule.policy == policy_set.name and never_true(rule, True):
+                out.append(
+                    f"{doc.location(('rules', i))}: warning {rule.id} can never fire: no "
+                    "manifest's facts are in range for every test of any branch"
+                )
+    return out

@@ -135,11 +135,12 @@ def _text(path: str, data: dict[str, Any], how: str, remedies: list[str]) -> str
 def run(args: argparse.Namespace) -> int:
     from dpguard import sizing
     from dpguard.check import check_file
-    from dpguard.commands._policies import load
+    from dpguard.commands._policies import config_of, load
     from dpguard.exitcodes import ExitCode
 
-    policies = load(args.policy)
-    result = check_file(args.file)
+    cfg = config_of(args, args.file)
+    policies = load(args.policy, cfg)
+    result = check_file(args.file, None, None, cfg.defaults_for(args.file))
     manifest = result.manifest
     if manifest is None:
         for finding in result.findings:

@@ -36,12 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dpguard.check import check_file
-    from dpguard.commands._policies import load
+    from dpguard.commands._policies import config_of, load
     from dpguard.exitcodes import ExitCode
     from dpguard.planner.render import plan_dict, render_markdown
 
-    policies = load(args.policy)  # the same layered stack review judges with
-    result = check_file(args.file, None, policies)
+    cfg = config_of(args, args.file)  # the same layered stack review judges this file with
+    policies = load(args.policy, cfg)
+    result = check_file(args.file, None, policies, cfg.defaults_for(args.file))
     if result.manifest is None or result.outcome is None or result.plan is None:
         for finding in result.findings:
             print(finding.format(), file=sys.stderr)

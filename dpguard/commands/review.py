@@ -51,6 +51,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="YYYY-MM-DD",
         help="today's date for waiver expiry, so reports are reproducible (default: today)",
     )
+    parser.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="text format: only unwaived errors and warnings, then the summary line (no info, "
+        "decision or policy lines), for hooks",
+    )
+    parser.add_argument(
+        "--report-unused-waivers",
+        action="store_true",
+        help="warn about every waiver no finding used (default: only waivers every file they "
+        "could match was checked in this call, so a partial pre-commit run stays quiet)",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        default=None,
+        help="also judge each file as it was at git revision REV (a file missing there is "
+        "added, one missing now removed; git's rename detection pairs renames) and report what "
+        "changed: layout, bubble, GPU-hours, memory, verdict, findings added and resolved "
+        "(text, json, markdown, github; sarif and junit report the new versions)",
+    )
 
 
 def _date(text: str) -> object:
@@ -63,54 +85,67 @@ def _date(text: str) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.baseline is not None:
+        from dpguard.commands.diff import run_baseline
+
+        return run_baseline(args)
     import datetime as dt
     from dataclasses import replace
-    from pathlib import Path
 
-    from dpguard import config
     from dpguard.catalog import load_catalog
     from dpguard.check import FileResult, check_file
-    from dpguard.commands._policies import load
+    from dpguard.commands._judges import judges
     from dpguard.errors import InputError
-    from dpguard.exitcodes import review_exit_code
-    from dpguard.policy.waivers import load_waivers
+    from dpguard.exitcodes import ExitCode
     from dpguard.reporters import Report, emit, render, write_atomic
 
-    cfg = config.discover()  # flags win: --policy layers after the config's sets
-    fail_on = args.fail_on or cfg.fail_on or "error"
-    # a broken policy, config or waivers file stops everything: exit 2
-    policies = load(args.policy, cfg)
     today = args.date or dt.date.today()
-    waivers = (
-        load_waivers(cfg.waivers, policies, today, Path(cfg.path).parent.resolve())
-        if cfg.waivers
-        else None
-    )
-    used: set[int] = set()
+    paths = [p for p in args.files if declares_manifest(p)] if args.only_manifests else args.files
+    # Each file is judged by the nearest .dpguard.yaml above it (or --config); a broken policy,
+    # config or waivers file any of them needs stops everything: exit 2.
+    judge_of, here = judges(paths, args.policy, args.config, args.fail_on, today)
+    used: dict[str, set[int]] = {}
     catalog = load_catalog()
     results: list[FileResult] = []
     unreadable: list[tuple[str, str]] = []
-    paths = [p for p in args.files if declares_manifest(p)] if args.only_manifests else args.files
     for path in paths:
+        judge = judge_of[path]
+        cfg = judge.config
         try:
-            result = check_file(path, catalog, policies, cfg.defaults_for(path))
-            if waivers is not None:
-                findings, hits = waivers.apply(result.findings)
-                used |= hits
+            result = check_file(path, catalog, judge.policies, cfg.defaults_for(path))
+            if judge.waivers is not None:
+                findings, hits = judge.waivers.apply(result.findings)
+                used.setdefault(cfg.path, set()).update(hits)
                 result = replace(result, findings=findings)
-            results.append(result)
+            results.append(
+                replace(result, config=cfg.path, judged_by=judge.policies, fail_on=judge.fail_on)
+            )
         except InputError as exc:  # report it, keep checking the others, exit 2 at the end
             print(f"dpguard: error: {exc}", file=sys.stderr)
             unreadable.append((path, str(exc)))
-    if waivers is not None:
-        for warning in waivers.unused_warnings(used):
-            print(warning, file=sys.stderr)
-    report = Report(tuple(results), fail_on, policies, tuple(unreadable))
-    code = review_exit_code(report.findings, len(unreadable), fail_on)
-    if args.output is None or args.output == "-":
-        emit(render(report, args.format, color=_color(sys.stdout)))
+    for judge in {j.config.path: j for j in judge_of.values()}.values():
+        if judge.waivers is not None:
+            checked = None if args.report_unused_waivers else paths
+            hits = used.get(judge.config.path, set())
+            for warning in judge.waivers.unused_warnings(hits, checked):
+                print(warning, file=sys.stderr)
+    first = here or next(iter(judge_of.values()))
+    report = Report(tuple(results), first.fail_on, first.policies, tuple(unreadable))
+    summary = report.summary()
+    failed = ExitCode.FAILED if summary["failed"] else ExitCode.OK
+    code = ExitCode.CANNOT_RUN if unreadable else failed
+    to_stdout = args.output is None or args.output == "-"
+    color = to_stdout and _color(sys.stdout)  # never in a file
+    if args.quiet and args.format == "text":
+        from dpguard.reporters.text import render_quiet
+
+        text = render_quiet(report, color=color)
     else:
-        write_atomic(args.output, render(report, args.format))
+        text = render(report, args.format, color=color)
+    if to_stdout:
+        emit(text)
+    else:
+        write_atomic(args.output, text)
     return code
 
 

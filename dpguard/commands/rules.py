@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpguard.commands._policies import add_policy_option, load
+from dpguard.commands._policies import add_policy_option, config_of, load
 
 HELP = "list the loaded policy rules (id, kind, severity, title, set@version)"
 
@@ -27,7 +27,7 @@ def severity_name(rule: object) -> str:
 def run(args: argparse.Namespace) -> int:
     from dpguard.policy.model import Policies
 
-    policies = load(args.policy)
+    policies = load(args.policy, config_of(args))
     assert isinstance(policies, Policies)
     versions = {s.name: s.version for s in policies.sets}
     rows = [

@@ -29,14 +29,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dpguard import config
-    from dpguard.commands._policies import load
+    from dpguard.commands._policies import config_of, load
     from dpguard.exitcodes import ExitCode
     from dpguard.policy.load import expand
     from dpguard.policy.testing import run_files, shipped_tests
 
     # A team's cases test the team's stack, as `review` would judge; the shipped cases test the
     # shipped sets, so a repository's overrides and disables cannot break them.
-    cfg = config.discover() if args.paths else config.NO_CONFIG
+    # The nearest .dpguard.yaml above the first case file, as review would find for a manifest
+    # there.
+    cfg = config_of(args, args.paths[0]) if args.paths else config.NO_CONFIG
     policies = load(args.policy, cfg)
     paths = expand(args.paths) if args.paths else shipped_tests()
     result = run_files(paths, policies)

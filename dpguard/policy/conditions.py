@@ -10,8 +10,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dpguard.hints import hint
-from dpguard.policy.facts import FACTS, FactSpec
+from dpguard.hints import hint, operator_hint
+from dpguard.policy.facts import FACTS, FactSpec, spec_of
+from dpguard.policy.regex import PatternProblem, compile_pattern
 from dpguard.yamlsource import Path, SourceDoc
 
 Operator = Callable[[Any, Any], bool]
@@ -34,6 +35,9 @@ OPERATORS: dict[str, Operator] = {
     "divisible_by": lambda fact, value: (
         _num(fact) and float(fact).is_integer() and int(fact) % value == 0
     ),
+    # `value` is the pattern compiled at load (policy.regex); search, as JSON Schema's pattern:
+    # anchor with ^ and $ to match the whole value.
+    "matches": lambda fact, value: isinstance(fact, str) and value.search(fact) is not None,
 }
 ORDERED = frozenset(("lt", "le", "gt", "ge", "divisible_by"))
 ALL_OPERATORS = (*OPERATORS, "exists")
@@ -104,12 +108,40 @@ def _check_value(spec: FactSpec, op: str, value: Any, path: Path) -> None:
                 f"{item!r} can never match it",
                 where,
             )
+        if spec.path == "cluster.accelerator" and op not in ORDERED:
+            _accelerator(item, where)
         if spec.choices and op not in ORDERED and item not in spec.choices:
             raise ConditionProblem(
                 f"{item!r} is not a possible value of {spec.path}{hint(str(item), spec.choices)}; "
                 f"possible: {', '.join(spec.choices)}",
                 where,
             )
+
+
+def _accelerator(item: str, where: Path) -> None:
+    """cluster.accelerator holds the catalog's canonical id (or `custom`) whatever the manifest
+    wrote, so an alias, another case or an unknown name can never match: an error that names
+    the id to write (`H100`, `h100-sxm` -> 'H100-SXM')."""
+    from dpguard.catalog import load_catalog
+    from dpguard.hints import accelerator_hint
+
+    catalog = load_catalog()
+    if item == "custom" or item in catalog.ids():
+        return
+    entry = catalog.lookup(item)
+    canonical = "custom" if item.lower() == "custom" else entry.id if entry else None
+    if canonical is not None:
+        raise ConditionProblem(
+            f"{item!r} can never match cluster.accelerator: manifests are normalised to the "
+            f"catalog id, so write {canonical!r}",
+            where,
+        )
+    entries = [(a.id, a.aliases) for a in catalog.accelerators]
+    raise ConditionProblem(
+        f"{item!r} is not an accelerator in the catalog{accelerator_hint(item, entries)}; "
+        f"possible: {', '.join(catalog.ids())}, custom",
+        where,
+    )
 
 
 def parse(data: Any, path: Path, late: frozenset[str] = frozenset()) -> Condition:
@@ -141,14 +173,20 @@ def parse(data: Any, path: Path, late: frozenset[str] = frozenset()) -> Conditio
             (*path, key),
         )
     fact = data["fact"]
-    if not isinstance(fact, str) or fact not in FACTS:
+    spec = spec_of(fact) if isinstance(fact, str) else None
+    if spec is None:
         raise ConditionProblem(
             f"unknown fact {fact!r}{hint(str(fact), FACTS)} (`dpguard facts` lists them)",
             (*path, "fact"),
         )
     if fact in late:
+        known = (
+            "is set only when review --baseline or diff compares a change"
+            if fact.startswith("change.")
+            else "is only known after the decision table and refusals have run"
+        )
         raise ConditionProblem(
-            f"fact {fact!r} is only known after the decision table and refusals have run, so "
+            f"fact {fact!r} {known}, so "
             "this rule would never see it set; test it in a reject or advise rule",
             (*path, "fact"),
         )
@@ -156,7 +194,7 @@ def parse(data: Any, path: Path, late: frozenset[str] = frozenset()) -> Conditio
     for op in ops:
         if op not in ALL_OPERATORS:
             raise ConditionProblem(
-                f"unknown operator {op!r}{hint(op, ALL_OPERATORS)}; "
+                f"unknown operator {op!r}{operator_hint(op, ALL_OPERATORS)}; "
                 f"operators: {', '.join(ALL_OPERATORS)}",
                 (*path, op),
             )
@@ -177,9 +215,18 @@ def parse(data: Any, path: Path, late: frozenset[str] = frozenset()) -> Conditio
     elif op == "divisible_by":
         if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
             raise ConditionProblem("divisible_by takes a positive integer", (*path, op))
-        _check_value(FACTS[fact], op, value, path)
+        _check_value(spec, op, value, path)
+    elif op == "matches":
+        if spec.type != "str":
+            raise ConditionProblem(f"matches needs a str fact; {fact} is {spec.type}", (*path, op))
+        if not isinstance(value, str):
+            raise ConditionProblem("matches takes a regular expression (a string)", (*path, op))
+        try:
+            value = compile_pattern(value)
+        except PatternProblem as exc:
+            raise ConditionProblem(str(exc), (*path, op)) from None
     else:
-        _check_value(FACTS[fact], op, value, path)
+        _check_value(spec, op, value, path)
     return Leaf(fact, op, value)
 
 

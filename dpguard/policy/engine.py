@@ -11,6 +11,8 @@ Order, documented in docs/policies.md:
 3. Rejects and advisories, with ``decision.*`` and ``plan.*`` facts available.
 4. After the planner has run (`judge_planned`): the rejects and advisories that read what it
    found (``plan.feasible``, ``plan.infeasible_reason``).
+5. Only when a baseline is compared (`judge_change`, from dpguard.change): the rejects and
+   advisories that read ``change.*`` facts.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dpguard.errors import ConfigError
 from dpguard.findings import Finding, Severity
 from dpguard.manifest import Manifest
 from dpguard.policy.conditions import leaves
-from dpguard.policy.facts import FACTS, PLANNED, sized_facts
+from dpguard.policy.facts import CHANGE_FACTS, PLANNED, sized_facts, spec_of
 from dpguard.policy.model import KIND_SEVERITY, Policies, Rule
 from dpguard.policy.templates import render_message
 
@@ -48,7 +50,8 @@ def _proposal_refused(rule: Rule, facts: Mapping[str, Any]) -> bool:
 def _finding(
     rule: Rule, manifest: Manifest, facts: Mapping[str, Any], severity: Severity
 ) -> Finding:
-    anchor = FACTS[rule.at].anchor or rule.at if rule.at in FACTS else ""
+    spec = spec_of(rule.at)  # metadata.labels.<key> included
+    anchor = (spec.anchor or rule.at) if spec is not None else ""
     path, line, col = manifest.locate(anchor)
     try:
         message = render_message(rule.message, facts, {"id": rule.id, "title": rule.title})
@@ -124,6 +127,11 @@ def _reads_plan(rule: Rule) -> bool:
     return any(leaf.fact in PLANNED for leaf in leaves(rule.when))
 
 
+def reads_change(rule: Rule) -> bool:
+    """The rule tests what a pull request changed: judged only by `judge_change`."""
+    return any(leaf.fact in CHANGE_FACTS for leaf in leaves(rule.when))
+
+
 def _judged(
     policies: Policies, manifest: Manifest, facts: Mapping[str, Any], planned: bool
 ) -> list[Finding]:
@@ -134,6 +142,7 @@ def _judged(
         for rule in policies.rules
         if rule.kind in ("reject", "advise")
         and _reads_plan(rule) is planned
+        and not reads_change(rule)
         and rule.when.holds(facts)
     ]
 
@@ -144,5 +153,20 @@ def judge_planned(
     """`outcome` with the planner's facts added and the rules that read them judged."""
     facts = {**outcome.facts, **plan_facts}
     found = _judged(policies, manifest, facts, planned=True)
+    findings = tuple(sorted((*outcome.findings, *found)))
+    return Outcome(outcome.decision, outcome.schedule, outcome.redirects, findings, facts)
+
+
+def judge_change(
+    policies: Policies, manifest: Manifest, outcome: Outcome, change_facts: Mapping[str, Any]
+) -> Outcome:
+    """`outcome` with the change facts (``change.*``, set only when a baseline is compared)
+    added and the rejects and advisories that read them judged."""
+    facts = {**outcome.facts, **change_facts}
+    found = [
+        _finding(rule, manifest, facts, rule.severity or KIND_SEVERITY[rule.kind])
+        for rule in policies.rules
+        if rule.kind in ("reject", "advise") and reads_change(rule) and rule.when.holds(facts)
+    ]
     findings = tuple(sorted((*outcome.findings, *found)))
     return Outcome(outcome.decision, outcome.schedule, outcome.redirects, findings, facts)

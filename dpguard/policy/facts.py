@@ -13,6 +13,7 @@ is false, ``not_equals`` and ``not_in`` included; only ``exists: false`` is true
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ def _f(
 
 _SPECS = (
     _f("metadata.name", "str", "run name"),
+    _f("metadata.owner", "str", "owning team or person (unset: not written)"),
     _f("cluster.gpus", "int", "total accelerators"),
     _f("cluster.gpus_per_node", "int", "accelerators per node"),
     _f(
@@ -463,7 +465,68 @@ FRAMEWORK = (
 )
 
 
-FACTS: dict[str, FactSpec] = {spec.path: spec for spec in (*_SPECS, *_PER_SCHEDULE, *FRAMEWORK)}
+CHANGE_STATUSES = ("added", "removed", "modified", "renamed", "unchanged")
+
+# What a pull request changes, set only by `review --baseline REV` and `diff` (dpguard.change),
+# which judge the head version once both versions are sized. Rules that read them are judged
+# only there; in a plain review they neither fire nor stay silent: they are not judged.
+CHANGE = (
+    _f(
+        "change.status",
+        "str",
+        "how the file changed since the baseline (only under review --baseline and diff)",
+        CHANGE_STATUSES,
+        "kind",
+    ),
+    _f(
+        "change.gpu_hours_delta",
+        "number",
+        "GPU-hours of the token budget now less at the baseline (an added manifest: all of "
+        "them; unset when either version cannot be sized)",
+        anchor="parallelism",
+    ),
+    _f(
+        "change.gpu_hours_delta_fraction",
+        "number",
+        "change.gpu_hours_delta / the baseline's GPU-hours (unset for an added manifest)",
+        anchor="parallelism",
+    ),
+    _f(
+        "change.bubble_delta_points",
+        "number",
+        "bubble now less at the baseline, in percentage points",
+        anchor="parallelism.schedule",
+    ),
+    _f(
+        "change.schedule_changed",
+        "bool",
+        "the pipeline schedule differs from the baseline's (unset for an added manifest)",
+        anchor="parallelism.schedule",
+    ),
+)
+
+# `metadata.labels.<key>`: one str fact per label key, unset when the manifest has no such label.
+# Keys with a '.' cannot be named (the dots would read as nesting in conditions and messages).
+LABELS = "metadata.labels."
+_LABEL_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_/-]*")
+
+
+def label_fact(path: str) -> bool:
+    return path.startswith(LABELS) and _LABEL_KEY.fullmatch(path[len(LABELS) :]) is not None
+
+
+def spec_of(path: str) -> FactSpec | None:
+    """The fact `path` names, including any `metadata.labels.<key>`; None when unknown."""
+    spec = FACTS.get(path)
+    if spec is None and label_fact(path):
+        return FactSpec(path, "str", f"label {path[len(LABELS) :]}")
+    return spec
+
+
+FACTS: dict[str, FactSpec] = {
+    spec.path: spec for spec in (*_SPECS, *_PER_SCHEDULE, *FRAMEWORK, *CHANGE)
+}
+CHANGE_FACTS = frozenset(spec.path for spec in CHANGE)
 ROOTS = frozenset(path.split(".")[0] for path in FACTS)
 # Numeric facts every valid manifest sets (required, or defaulted): the reachability check may
 # rely on them never being unset.
@@ -510,7 +573,7 @@ PLANNED = frozenset(
 LATE_FACTS = frozenset(
     path
     for path in FACTS
-    if path.split(".")[0] in ("decision", "plan", "proposal", "policy", "schedules")
+    if path.split(".")[0] in ("decision", "plan", "proposal", "policy", "schedules", "change")
     or path == "derived.model_fits_one_gpu"
 )
 
@@ -518,7 +581,8 @@ LATE_FACTS = frozenset(
 def manifest_facts(manifest: Manifest) -> dict[str, Any]:
     """Flat fact values read from the manifest (decision/plan facts come from the engine)."""
     d = manifest.to_dict()
-    facts: dict[str, Any] = {"metadata.name": manifest.name}
+    facts: dict[str, Any] = {"metadata.name": manifest.name, "metadata.owner": manifest.owner}
+    facts.update((LABELS + k, v) for k, v in manifest.labels.items() if label_fact(LABELS + k))
     for path in FACTS:
         root, _, rest = path.partition(".")
         if root in ("cluster", "model", "training", "parallelism", "communication"):
@@ -581,6 +645,7 @@ def sized_facts(
         "plan.gpu_hours",
     )
     facts.update(dict.fromkeys(names))
+    facts.update(dict.fromkeys(sorted(CHANGE_FACTS)))  # set only by engine.judge_change
     per_schedule = any(f == "schedules" or f.startswith("schedules.") for f in uses)
     if per_schedule:
         facts.update(dict.fromkeys(spec.path for spec in _PER_SCHEDULE))

@@ -19,7 +19,7 @@ from dpguard.findings import Severity
 from dpguard.hints import hint
 from dpguard.policy import templates
 from dpguard.policy.conditions import ConditionProblem, leaves, parse
-from dpguard.policy.facts import ALWAYS_SET, FACTS, LATE_FACTS
+from dpguard.policy.facts import ALWAYS_SET, LATE_FACTS, spec_of
 from dpguard.policy.model import Policies, PolicySet, Rule
 from dpguard.policy.reach import unreachable_rows
 from dpguard.yamlsource import Path, SourceDoc, YamlLoadError, load_file
@@ -81,7 +81,7 @@ def _rule(
         return None, [f"{doc.location(exc.path)}: {exc}", *problems]
     first_fact = next((leaf.fact for leaf in leaves(when)), "")
     at = data.get("at", first_fact)
-    if at not in FACTS:
+    if spec_of(at) is None:
         problems.append(f"{doc.location((*base, 'at'))}: unknown fact {at!r} in at")
     severity = data.get("severity")
     rule = Rule(
@@ -240,6 +240,14 @@ def layer(sets: Sequence[PolicySet]) -> tuple[Policies, list[str]]:
             named = ", ".join(f"{w.id} ({w.location})" for w in winners)
             why = f"the earlier rows {named} together match every manifest it matches"
         problems.append(f"{row.location}: decision row {row.id} can never match: {why}")
+    from dpguard.policy.domains import never_true  # imports this module's neighbours
+
+    for rule in effective:
+        if never_true(rule):
+            problems.append(
+                f"{rule.location}: rule {rule.id} can never fire: its condition contradicts "
+                "itself (no value of its facts satisfies every test of any branch)"
+            )
     settings: dict[str, Any] = {}
     for policy_set in sets:
         settings.update(policy_set.settings)

@@ -111,6 +111,8 @@ def _implies(box: _Box, leaf: Leaf) -> bool:
         return set(v) <= box.excluded or (values is not None and not values & set(v))
     if op == "divisible_by":
         return any(d % v == 0 for d in box.divisors)
+    if op == "matches":
+        return False  # no reasoning about patterns: never claim coverage (stays sound)
     if values is not None and all(isinstance(x, (int, float)) for x in values):
         return all(_implies(_Box(lo=x, hi=x, is_set=True), leaf) for x in values)
     if op == "gt":

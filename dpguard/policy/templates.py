@@ -11,7 +11,7 @@ from functools import cache, lru_cache
 from typing import Any
 
 from dpguard.hints import hint
-from dpguard.policy.facts import FACTS, ROOTS
+from dpguard.policy.facts import FACTS, LABELS, ROOTS, label_fact
 
 EXTRA_NAMES = frozenset({"rule"})
 
@@ -131,8 +131,10 @@ def _unknown(chain: list[str], late: frozenset[str]) -> str | None:
                 f"uses fact {path!r}, which is only known after the decision table and "
                 "refusals have run"
             )
-        if path in FACTS:
+        if path in FACTS or label_fact(path):
             return None  # anything further is an attribute of the value itself
+        if path == LABELS.rstrip("."):
+            return None  # metadata.labels['cost-centre']: any key, unset when not written
         if not any(fact.startswith(path + ".") for fact in FACTS):
             return f"uses unknown fact {path!r}{hint(path, FACTS)}"
     return None
@@ -163,4 +165,13 @@ def _compiled(source: str) -> Any:
 
 def render_message(source: str, facts: Mapping[str, Any], rule: Mapping[str, Any]) -> str:
     template = _compiled(source)
-    return " ".join(template.render({**nest(facts), "rule": rule}).split())
+    context = nest(facts)
+    # A label the manifest does not write reads as none, like any unset fact.
+    metadata = context.setdefault("metadata", {})
+    metadata["labels"] = _Labels(metadata.get("labels", {}))
+    return " ".join(template.render({**context, "rule": rule}).split())
+
+
+class _Labels(dict[str, Any]):
+    def __missing__(self, key: str) -> None:
+        return None

@@ -4,7 +4,7 @@
 A matching unexpired waiver keeps its finding but marks it waived; an expired one brings the
 finding back with a note. A waiver of an unknown or non-waivable rule, or one that expires
 further ahead than the policy allows (``max_waiver_days``), is a ConfigError (exit 2). An unused
-waiver is a warning, never a failure.
+waiver is a warning, never a failure, and only when every file it could match was checked.
 """
 
 from __future__ import annotations
@@ -73,12 +73,36 @@ class Waivers:
             out.append(finding)
         return tuple(out), used
 
-    def unused_warnings(self, used: set[int]) -> list[str]:
+    def unused_warnings(self, used: set[int], checked: Iterable[str] | None = None) -> list[str]:
+        """Warnings for the waivers no finding used. With `checked` (the paths this call
+        judged), only for waivers every file they could match was among them: a pre-commit
+        run passes a few changed files, in batches, and a waiver of an unchanged file is not
+        unused. None: every unused waiver (`--report-unused-waivers`)."""
+        unused = [(i, w) for i, w in enumerate(self.items) if i not in used]
+        if checked is not None and unused:
+            seen = {os.path.abspath(p) for p in checked}
+            files = self._files()
+            unused = [
+                (i, w)
+                for i, w in unused
+                if all(f in seen for f in files if fnmatchcase(self._relative(f), w.match))
+            ]
         return [
-            f"{w.location}: warning unused waiver for {w.rule} (match {w.match})"
-            for i, w in enumerate(self.items)
-            if i not in used
+            f"{w.location}: warning unused waiver for {w.rule} (match {w.match})" for _, w in unused
         ]
+
+    def _relative(self, path: str) -> str:
+        root = self.root if self.root is not None else Path.cwd()
+        return os.path.relpath(path, root).replace(os.sep, "/")
+
+    def _files(self) -> list[str]:
+        """Every file under the waivers' root (the .dpguard.yaml directory), .git left out."""
+        root = self.root if self.root is not None else Path.cwd()
+        out = []
+        for directory, subdirs, names in os.walk(root):
+            subdirs[:] = [d for d in subdirs if d != ".git"]
+            out += [os.path.abspath(os.path.join(directory, n)) for n in names]
+        return out
 
 
 @cache

@@ -10,7 +10,7 @@ policy and summary lines follow as plain log lines.
 from __future__ import annotations
 
 from dpguard.findings import Finding, Severity
-from dpguard.reporters.model import Report, decision_finding, policy_line, summary_line
+from dpguard.reporters.model import Report, decision_finding, policy_lines, summary_line
 
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -41,7 +41,6 @@ def annotation(finding: Finding) -> str:
 def render_github(report: Report, *, color: bool = False) -> str:
     lines = [annotation(f) for f in report.findings]
     lines += [annotation(f) for f in map(decision_finding, report.results) if f]
-    if report.policies is not None:
-        lines.append(policy_line(report.policies))
+    lines += policy_lines(report)
     lines.append(summary_line(report))
     return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from dpguard.check import FileResult
+from dpguard.config import display
 from dpguard.planner.plan import Plan
 from dpguard.policy.model import Policies
 from dpguard.reporters.model import (
@@ -40,6 +41,11 @@ def plan_data(plan: Plan | None, policies: Policies | None) -> dict[str, Any] | 
     return plan_dict(plan, policies)
 
 
+def _sets(policies: Policies | None) -> list[dict[str, str]]:
+    sets = policies.sets if policies is not None else ()
+    return [{"name": s.name, "version": s.version, "digest": s.digest} for s in sets]
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     return {
         "version": REPORT_VERSION,
@@ -53,7 +59,9 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "findings": [finding_dict(f) for f in r.findings],
                 "manifest": r.manifest.to_dict() if r.manifest else None,
                 "decision": decision_dict(r),
-                "plan": plan_data(r.plan, report.policies),
+                "plan": plan_data(r.plan, r.judged_by or report.policies),
+                "config": display(r.config) if r.config else None,
+                "policies": _sets(r.judged_by or report.policies),
             }
             for r in report.results
         ],

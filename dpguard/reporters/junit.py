@@ -30,9 +30,10 @@ def _suite(report: Report, result: FileResult) -> ET.Element:
         by_code.setdefault(finding.code, []).append(finding)
     suite = ET.Element("testsuite", name=_clean(result.path))
     cases: list[ET.Element] = []
-    if report.policies is not None:  # which rules judged: names, versions, digests
+    policies = result.judged_by or report.policies
+    if policies is not None:  # which rules judged: names, versions, digests
         properties = ET.Element("properties")
-        line = policy_line(report.policies).removeprefix("policies: ")
+        line = policy_line(policies).removeprefix("policies: ")
         ET.SubElement(properties, "property", name="dpguard.policies", value=_clean(line))
         cases.append(properties)
     if result.manifest is not None:
@@ -41,12 +42,12 @@ def _suite(report: Report, result: FileResult) -> ET.Element:
     for code, findings in by_code.items():
         info = rule_info(report, code)
         case = ET.Element("testcase", classname=_clean(result.path), name=f"{code} {info.title}")
-        blocking = [f for f in findings if report.blocking(f)]
+        blocking = [f for f in findings if report.blocking(f, result)]
         if blocking:
             failures += 1
             failure = ET.SubElement(case, "failure", message=_clean(blocking[0].message), type=code)
             failure.text = _clean("\n".join(f.format() for f in blocking))
-        rest = [f for f in findings if not report.blocking(f)]
+        rest = [f for f in findings if not report.blocking(f, result)]
         if rest:
             ET.SubElement(case, "system-out").text = _clean("\n".join(f.format() for f in rest))
         cases.append(case)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from dpguard.check import FileResult
-from dpguard.reporters.model import Report, decision_text, policy_line, summary_line
+from dpguard.reporters.model import Report, decision_text, policy_lines, summary_line
 
 MARKER = "<!-- dpguard-review -->"
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
@@ -49,10 +49,11 @@ def _manifest(report: Report, result: FileResult) -> list[str]:
     decision = decision_text(result)
     if decision is not None:
         lines += ["", cell(decision[:1].upper() + decision[1:]) + "."]
-    if result.plan is not None and report.policies is not None:
+    policies = result.judged_by or report.policies
+    if result.plan is not None and policies is not None:
         from dpguard.planner.render import render_markdown  # imports this package: import late
 
-        lines += ["", demote(render_markdown(result.plan, report.policies)).rstrip("\n")]
+        lines += ["", demote(render_markdown(result.plan, policies)).rstrip("\n")]
     return lines
 
 
@@ -60,6 +61,5 @@ def render_markdown_report(report: Report, *, color: bool = False) -> str:
     lines = [MARKER, "## dpguard review", "", f"**{summary_line(report)}**"]
     for result in report.results:
         lines += ["", *_manifest(report, result)]
-    if report.policies is not None:
-        lines += ["", f"<sub>{cell(policy_line(report.policies))}</sub>"]
+    lines += [line for text in policy_lines(report) for line in ("", f"<sub>{cell(text)}</sub>")]
     return "\n".join(lines) + "\n"

@@ -50,12 +50,14 @@ class Report:
     def failed(self, result: FileResult) -> bool:
         from dpguard.exitcodes import blocking
 
-        return any(blocking(f, self.fail_on) for f in result.findings)
+        fail_on = result.fail_on or self.fail_on
+        return any(blocking(f, fail_on) for f in result.findings)
 
-    def blocking(self, finding: Finding) -> bool:
+    def blocking(self, finding: Finding, result: FileResult | None = None) -> bool:
+        """`result`: the file the finding belongs to, whose config may set its own fail_on."""
         from dpguard.exitcodes import blocking
 
-        return blocking(finding, self.fail_on)
+        return blocking(finding, (result.fail_on if result else None) or self.fail_on)
 
     def summary(self) -> dict[str, int]:
         return {
@@ -66,7 +68,28 @@ class Report:
         }
 
     def rule(self, code: str) -> Rule | None:
-        return self.policies.get(code) if self.policies is not None else None
+        stacks = [self.policies, *(g.policies for g in self.groups())]
+        return next((r for p in stacks if p is not None for r in [p.get(code)] if r), None)
+
+    def groups(self) -> tuple[ConfigGroup, ...]:
+        """The files each config judged, in the order the files came; one group without a
+        config when the results carry none (callers other than review)."""
+        out: dict[tuple[str, int], ConfigGroup] = {}
+        for r in self.results:
+            policies = r.judged_by or self.policies
+            if policies is None:
+                continue
+            key = (r.config, id(policies))
+            group = out.get(key) or ConfigGroup(r.config, policies, ())
+            out[key] = ConfigGroup(group.config, policies, (*group.paths, r.path))
+        return tuple(out.values())
+
+
+@dataclass(frozen=True)
+class ConfigGroup:
+    config: str  # the .dpguard.yaml ("" when none)
+    policies: Policies
+    paths: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -193,6 +216,23 @@ def plan_summary(plan: Plan) -> str:
 
 def policy_line(policies: Policies) -> str:
     return "policies: " + ", ".join(f"{s.name} {s.version} ({s.digest})" for s in policies.sets)
+
+
+def policy_lines(report: Report) -> list[str]:
+    """Which rules judged: one line per config, naming the config (and, when files in one call
+    were judged by different configs, which files each judged)."""
+    from dpguard.config import display
+
+    groups = report.groups()
+    if not groups:
+        return [policy_line(report.policies)] if report.policies is not None else []
+    if len(groups) == 1 and not groups[0].config:
+        return [policy_line(groups[0].policies)]
+    lines = []
+    for group in groups:
+        which = f": {', '.join(group.paths)}" if len(groups) > 1 else ""
+        lines.append(f"{policy_line(group.policies)} [config {display(group.config)}{which}]")
+    return lines
 
 
 def policy_sets(report: Report) -> list[dict[str, str]]:

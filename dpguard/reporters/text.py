@@ -7,7 +7,7 @@ terminal and ``NO_COLOR`` is unset or empty (https://no-color.org), never for ``
 from __future__ import annotations
 
 from dpguard.findings import Finding, Severity
-from dpguard.reporters.model import Report, decision_line, policy_line, summary_line
+from dpguard.reporters.model import Report, decision_line, policy_lines, summary_line
 
 RESET = "\x1b[0m"
 STYLES = {
@@ -33,11 +33,19 @@ def _finding(finding: Finding, color: bool) -> str:
 def render_text(report: Report, *, color: bool = False) -> str:
     lines = [_finding(f, color) for f in report.findings]
     lines += [line for line in map(decision_line, report.results) if line]
-    if report.policies is not None:
-        lines.append(policy_line(report.policies))
+    lines += policy_lines(report)
     summary = summary_line(report)
     if color:
         style = STYLES[Severity.ERROR] if report.summary()["failed"] else "\x1b[1;32m"
         summary = f"{style}{summary}{RESET}"
     lines.append(summary)
+    return "\n".join(lines) + "\n"
+
+
+def render_quiet(report: Report, *, color: bool = False) -> str:
+    """`review --quiet`: the unwaived errors and warnings, then the one summary line; nothing
+    for a passing manifest but its share of the summary (pre-commit shows it all on failure)."""
+    shown = (Severity.ERROR, Severity.WARNING)
+    lines = [_finding(f, color) for f in report.findings if f.severity in shown and not f.waived]
+    lines.append(summary_line(report))
     return "\n".join(lines) + "\n"

@@ -1,0 +1,58 @@
+"""Who judges each file of one `review`: the nearest .dpguard.yaml above it (or `--config`), with
+that config's layered policies, waivers and fail_on. Manifests under different configs in one
+call are each judged by their own, as ruff, ESLint and yamllint do.
+
+Every config, stack and waivers file the files need is loaded before any file is checked, so a
+broken one stops the whole call (exit 2) before a report is half written."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dpguard.config import Config
+    from dpguard.policy.model import Policies
+    from dpguard.policy.waivers import Waivers
+
+
+@dataclass(frozen=True)
+class Judge:
+    config: Config
+    policies: Policies
+    waivers: Waivers | None
+    fail_on: str
+
+
+def judges(
+    paths: Sequence[str],
+    extra: Sequence[str],
+    pin: str | None,
+    fail_on: str | None,
+    today: dt.date,
+) -> tuple[dict[str, Judge], Judge | None]:
+    """(the judge of each path, the judge of the current directory when there are no paths:
+    its stack still names the policies in the report, and a broken one is still exit 2)."""
+    from dpguard import config
+    from dpguard.commands._policies import load
+    from dpguard.policy.waivers import load_waivers
+
+    discovery = config.Discovery(pin)
+    by_config: dict[str, Judge] = {}
+
+    def judge_of(cfg: Config) -> Judge:
+        if cfg.path not in by_config:
+            policies = load(extra, cfg)  # flags win: --policy layers after the config's sets
+            waivers = (
+                load_waivers(cfg.waivers, policies, today, Path(cfg.path).parent.resolve())
+                if cfg.waivers
+                else None
+            )
+            by_config[cfg.path] = Judge(cfg, policies, waivers, fail_on or cfg.fail_on or "error")
+        return by_config[cfg.path]
+
+    per_path = {path: judge_of(discovery.for_file(path)) for path in paths}
+    return per_path, (None if paths else judge_of(discovery.here()))

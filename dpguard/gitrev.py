@@ -1,0 +1,163 @@
+"""Read files as they were at a git revision, for `dpguard review --baseline REV`.
+
+Only the `git` command, through subprocess (no library dependency), and only commands that read:
+``rev-parse``, ``cat-file --batch`` (every base file in one process) and ``diff --name-status``
+for git's own rename detection. Nothing here touches the index, the work tree or the history.
+
+Every way this can fail for a reason the user can fix (no git, not a repository, an unknown
+revision, a shallow clone without the base commit, a path outside the repository) is a
+`RevisionError`: one message naming the revision and what to fetch, exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpguard.errors import DpguardError
+
+GIT_TIMEOUT = 120  # seconds; a `git diff` over a large repository's work tree is the slowest
+
+
+class RevisionError(DpguardError):
+    """The baseline revision or the repository cannot be read as asked (exit 2)."""
+
+
+def _git(cwd: Path | str, *argv: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    # A hook or CI job may export GIT_DIR / GIT_WORK_TREE for another repository; the
+    # repository here is the one holding the files, found from `cwd`.
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
+    env["GIT_OPTIONAL_LOCKS"] = "0"  # `git diff` may refresh the index otherwise: read only
+    try:
+        return subprocess.run(
+            ["git", *argv],
+            cwd=cwd,
+            input=stdin,
+            capture_output=True,
+            env=env,
+            timeout=GIT_TIMEOUT,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise RevisionError("--baseline needs git, and no `git` command was found") from None
+    except subprocess.TimeoutExpired:
+        raise RevisionError(f"git {argv[0]} took longer than {GIT_TIMEOUT} s") from None
+
+
+def _stderr(done: subprocess.CompletedProcess) -> str:
+    """git's last line of complaint (the one that says what went wrong)."""
+    lines = bytes(done.stderr).decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else f"git exited with {done.returncode}"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A resolved revision of one repository."""
+
+    root: Path  # the repository's top-level directory (resolved)
+    name: str  # the revision as the user wrote it
+    commit: str  # its full commit id
+
+    def relative(self, path: str) -> str:
+        """`path` (as given, relative to the current directory) relative to the repository
+        root, with forward slashes; RevisionError when it lies outside the repository."""
+        absolute = Path(os.path.abspath(path))
+        try:
+            # Resolve the directory, not the file: a deleted file has no target to resolve.
+            resolved = absolute.parent.resolve() / absolute.name
+            return resolved.relative_to(self.root).as_posix()
+        except ValueError:
+            raise RevisionError(
+                f"{path}: outside the git repository at {self.root}; --baseline {self.name} "
+                "reads files from that repository's history only"
+            ) from None
+
+    def display(self, relative: str) -> str:
+        """A repository path as the user would write it from the current directory."""
+        return os.path.relpath(self.root / relative)
+
+    def read(self, paths: Iterable[str]) -> dict[str, bytes | None]:
+        """The content of each repository path at this revision (None: not there, or not a
+        file), from one `git cat-file --batch` process."""
+        wanted = list(dict.fromkeys(paths))
+        if not wanted:
+            return {}
+        stdin = "".join(f"{self.commit}:{p}\n" for p in wanted).encode("utf-8")
+        done = _git(self.root, "cat-file", "--batch", stdin=stdin)
+        if done.returncode:
+            raise RevisionError(
+                f"cannot read files at {self.name} ({self.commit[:12]}): {_stderr(done)}"
+            )
+        out: dict[str, bytes | None] = {}
+        data, at = bytes(done.stdout), 0
+        for path in wanted:
+            end = data.index(b"\n", at)
+            header = data[at:end].split()
+            at = end + 1
+            if header[-1] == b"missing" or len(header) != 3:
+                out[path] = None
+                continue
+            size = int(header[2])
+            out[path] = data[at : at + size] if header[1] == b"blob" else None
+            at += size + 1  # the content, then a newline
+        return out
+
+    def renames(self) -> dict[str, str]:
+        """{path now: path at the revision} for files git's rename detection pairs between this
+        revision and the work tree."""
+        done = _git(
+            self.root, "diff", "--no-ext-diff", "-M", "--name-status", "-z", self.commit, "--"
+        )
+        if done.returncode:
+            raise RevisionError(f"cannot compare the work tree with {self.name}: {_stderr(done)}")
+        fields = bytes(done.stdout).decode("utf-8", "surrogateescape").split("\0")
+        out: dict[str, str] = {}
+        i = 0
+        while i < len(fields) and fields[i]:
+            status = fields[i]
+            if status.startswith(("R", "C")):
+                if status.startswith("R"):
+                    out[fields[i + 2]] = fields[i + 1]
+                i += 3
+            else:
+                i += 2
+        return out
+
+
+def repository(start: Path | str) -> Path:
+    """The top-level directory of the repository holding `start`."""
+    done = _git(start, "rev-parse", "--show-toplevel")
+    if done.returncode:
+        raise RevisionError(
+            f"{os.path.abspath(start)} is not inside a git repository: --baseline compares "
+            "with a revision of the repository that holds the files"
+        )
+    return Path(bytes(done.stdout).decode("utf-8").strip()).resolve()
+
+
+def resolve(revision: str, start: Path | str = ".") -> Baseline:
+    """`revision` of the repository holding `start`, or RevisionError saying what to fetch."""
+    root = repository(start)
+    if revision.startswith("-"):  # never let a revision be read as an option
+        raise RevisionError(f"--baseline {revision!r}: a revision cannot start with '-'")
+    done = _git(
+        root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"
+    )
+    if done.returncode == 0:
+        return Baseline(root, revision, bytes(done.stdout).decode().strip())
+    shallow = _git(root, "rev-parse", "--is-shallow-repository")
+    if bytes(shallow.stdout).strip() == b"true":
+        raise RevisionError(
+            f"revision {revision!r} is not in this clone of {root}: it is shallow, so the base "
+            f"commit was never fetched; fetch it (`git fetch --unshallow`, or `git fetch "
+            f"--depth=1 origin {revision}` for just that commit; in GitHub Actions "
+            "actions/checkout with fetch-depth: 0; in GitLab CI GIT_DEPTH: 0)"
+        )
+    raise RevisionError(
+        f"unknown revision {revision!r} in {root}: no commit, branch or tag by that name "
+        "here; fetch it first (`git fetch origin BRANCH` for a branch of the remote, "
+        "`git fetch origin COMMIT` for a commit) or name one that `git log` shows"
+    )
