@@ -314,3 +314,29 @@ def test_torchtitan_flavors_have_the_published_size(tmp_path: Path, name: str, f
     )
     doc, _ = compose(read(path, "torchtitan"))
     assert doc.data["model"]["total_params"] == pytest.approx(PUBLISHED[name, flavor], rel=0.02)
+
+
+def test_nemo_launcher_arithmetic_resolvers_are_evaluated(tmp_path: Path) -> None:
+    """NeMo-Framework-Launcher's configs derive sizes with its own resolvers (multiply,
+    divide_ceil, divide_floor over literals and references); any other resolver is left to the
+    framework and reported, never guessed."""
+    text = (
+        "trainer: {devices: 8, num_nodes: 4, precision: bf16}\n"
+        "model:\n"
+        "  hidden_size: 4096\n"
+        "  num_attention_heads: 32\n"
+        "  ffn_hidden_size: ${multiply:4, ${.hidden_size}}\n"
+        "  num_layers: ${divide_ceil:47, 2}\n"
+        "  encoder_seq_length: ${divide_floor:${model.hidden_size}, 2}\n"
+        "  micro_batch_size: ${oc.env:MBS}\n"
+        "  global_batch_size: ${divide_floor:8, 0}\n"
+    )
+    extract = read(write(tmp_path, "gpt.yaml", text), "nemo")
+    assert extract.values["model.ffn_hidden_size"] == 16384
+    assert extract.values["model.layers"] == 24
+    assert extract.values["model.seq_len"] == 2048
+    assert "training.micro_batch_size" not in extract.values
+    assert "training.global_batch_size" not in extract.values
+    unread = sorted(n.message for n in extract.notes)
+    assert any("oc.env:MBS" in m and "only the framework evaluates" in m for m in unread)
+    assert any("divide_floor:8, 0" in m for m in unread)

@@ -187,9 +187,49 @@ def _section_args(
     return args
 
 
+# The arithmetic resolvers NeMo-Framework-Launcher registers (main.py: multiply x*y,
+# divide_ceil ceil(x/y), divide_floor x//y), used in its configs for derived sizes such as
+# ffn_hidden_size: ${multiply:4, ${.hidden_size}}.
+_ARITHMETIC = {
+    "multiply": lambda x, y: x * y,
+    "divide_ceil": lambda x, y: -(-x // y),
+    "divide_floor": lambda x, y: x // y,
+}
+_RESOLVER = re.compile(r"\$\{(" + "|".join(_ARITHMETIC) + r"):(.*)\}", re.S)
+
+
+def _arguments(text: str) -> list[str]:
+    """A resolver's arguments: split at the commas outside nested ``${...}``."""
+    out, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            out.append(text[start:i].strip())
+            start = i + 1
+    return [*out, text[start:].strip()]
+
+
 def _resolve(doc: SourceDoc, value: Any, section: tuple, depth: int = 0) -> tuple[Any, str]:
     if not isinstance(value, str) or "${" not in value:
         return value, ""
+    arithmetic = _RESOLVER.fullmatch(value.strip())
+    if arithmetic is not None and depth <= 8:
+        operands = []
+        for text in _arguments(arithmetic.group(2)):
+            operand, why = (
+                _resolve(doc, text, section, depth + 1)
+                if "${" in text
+                else (int(text) if re.fullmatch(r"-?[0-9]+", text) else None, "")
+            )
+            if not isinstance(operand, int) or isinstance(operand, bool):
+                return None, why or f"the resolver {value!r} over a value that is not a number"
+            operands.append(operand)
+        if len(operands) == 2 and (operands[1] != 0 or arithmetic.group(1) == "multiply"):
+            return _ARITHMETIC[arithmetic.group(1)](*operands), ""
+        return None, f"the resolver {value!r}: two numbers expected, the divisor not 0"
     match = _INTERPOLATION.fullmatch(value.strip())
     if match is None or depth > 8:
         return None, f"the interpolation {value!r}"
