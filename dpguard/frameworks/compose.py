@@ -82,6 +82,7 @@ def compose(
         for path, value in _leaves(default.data):
             if _get(data, path) is None:
                 put(path, value, Origin(default.name, default.position(path)))
+    _derive_batch(extract, data, put)
     data.setdefault("apiVersion", "dpguard/v1")
     data.setdefault("kind", "TrainingManifest")
     meta = data.setdefault("metadata", {})
@@ -206,6 +207,29 @@ def _derive_params(data: dict[str, Any], keys: dict, files: dict, name: str) -> 
             keys[("model", key)] = keys.get(anchor, Position(1, 1))
             if anchor in files:
                 files[("model", key)] = files[anchor]
+
+
+def _derive_batch(extract: Extract, data: dict[str, Any], put: Any) -> None:
+    """The global batch (and tokens) of a file that gives the batch per data-parallel replica
+    and leaves the replica count to the GPU count: DP = GPUs / (TP x PP x CP)."""
+    training = data.get("training") or {}
+    gpus = _get(data, ("cluster", "gpus"))
+    if extract.replica_batch is None or "global_batch_size" in training or not gpus:
+        return
+    parallel = data.get("parallelism") or {}
+    group = 1
+    for key in ("tensor", "pipeline", "context"):
+        degree = parallel.get(key, 1)
+        group *= degree if isinstance(degree, int) and degree > 0 else 1
+    if not isinstance(gpus, int) or gpus % group:
+        return  # X001 says the GPUs do not divide
+    per_replica, origin = extract.replica_batch
+    gbs = per_replica * (gpus // group)
+    put(("training", "global_batch_size"), gbs, origin)
+    seq = _get(data, ("model", "seq_len"))
+    if extract.steps is not None and "tokens" not in training and isinstance(seq, int):
+        steps, at = extract.steps
+        put(("training", "tokens"), steps * gbs * seq, at)
 
 
 def missing(data: Mapping[str, Any]) -> list[str]:

@@ -53,3 +53,9 @@ class Extract:
     notes: tuple[Note, ...] = ()
     facts: Mapping[str, Any] = field(default_factory=dict)
     undetermined: Mapping[str, Origin] = field(default_factory=dict)
+    # The batch one data-parallel replica takes per step, when the global batch follows from the
+    # GPU count the file leaves to the launcher (torchtitan's local_batch_size with a shard
+    # degree of -1): compose multiplies it by the data-parallel size once a manifest or the
+    # defaults give the GPU count. With it, the steps that turn the batch into tokens.
+    replica_batch: tuple[int, Origin] | None = None
+    steps: tuple[int, Origin] | None = None

@@ -183,6 +183,8 @@ def _section_args(
             continue
         origin = Origin(doc.file(path), doc.value_position(path))
         resolved, why = _resolve(doc, value, section)
+        if resolved is None and not why:
+            continue  # null (or a reference to null): unset, the framework's default applies
         args[megatron.canonical(str(key))] = Arg(resolved, origin, why)
     return args
 
@@ -511,13 +513,18 @@ def _nanotron(doc: SourceDoc) -> Extract:
             origins["training.tokens"] = Origin(
                 doc.name, doc.value_position(("tokens", "train_steps"))
             )
+
+    def put(dotted: str, value: Any, path: tuple[str, str]) -> None:
+        values[dotted] = value
+        origins[dotted] = Origin(doc.name, doc.value_position(path))
+
     if (doc.data.get("parallelism") or {}).get("recompute_layer") is True:
-        values["training.activation_recompute"] = "full"
+        put("training.activation_recompute", "full", ("parallelism", "recompute_layer"))
     if str((doc.data.get("parallelism") or {}).get("tp_mode", "")).upper() == "REDUCE_SCATTER":
-        values["training.sequence_parallel"] = True
+        put("training.sequence_parallel", True, ("parallelism", "tp_mode"))
     zero = (doc.data.get("optimizer") or {}).get("zero_stage")
     if isinstance(zero, int) and not isinstance(zero, bool):
-        values["training.zero_stage"] = zero
+        put("training.zero_stage", zero, ("optimizer", "zero_stage"))
     return Extract("nanotron", doc.name, values, origins)
 
 

@@ -224,6 +224,10 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
     gbs_value = values.get("training.global_batch_size")
     if steps and gbs_value and seq:
         put("training.tokens", steps * gbs_value * seq, steps_at)
+    deferred = None
+    if gbs_value is None and shard == -1:  # the ranks left over: known with the GPU count
+        # DP = replicate x shard = GPUs / (CP x TP x PP), whatever the replicate degree
+        deferred = (local, local_at or Origin(path, Position(1, 1)))
 
     # schedule
     schedule, schedule_at = find(
@@ -324,4 +328,13 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
             {"deepep": "deepep"}.get(str(backend), "nccl"),
             backend_at,
         )
-    return Extract("torchtitan", path, values, origins, tuple(notes), facts)
+    return Extract(
+        "torchtitan",
+        path,
+        values,
+        origins,
+        tuple(notes),
+        facts,
+        replica_batch=deferred,
+        steps=(steps, steps_at or Origin(path, Position(1, 1))) if steps else None,
+    )
