@@ -39,7 +39,7 @@ MODEL = {
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_reader_takes_what_the_config_says(name: str) -> None:
     case = EXPECTED[name]
-    doc, fmt, _, _ = load_any(str(HERE / name))  # detected from the content
+    _, fmt, _, _ = load_any(str(HERE / name))  # detected from the content
     assert fmt == case["format"]
     extract = read(str(HERE / name), fmt)
     assert dict(sorted(extract.values.items())) == case["values"]
