@@ -54,6 +54,17 @@ def write(tmp_path: Path, name: str, text: str) -> str:
     return str(path)
 
 
+def pointer(tmp_path: Path, extra: str) -> str:
+    """run.yaml: a manifest pointing at llama.sh with what the script cannot say, and `extra`."""
+    return write(
+        tmp_path,
+        "run.yaml",
+        "apiVersion: dpguard/v1\nkind: TrainingManifest\nmetadata: {name: run}\n"
+        "source: {path: llama.sh}\n"
+        "cluster: {accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}\n" + extra,
+    )
+
+
 def test_shell_words_keep_where_they_were_written() -> None:
     script = shell.parse(SCRIPT)
     (command,) = script.commands
@@ -155,14 +166,7 @@ def test_missing_facts_are_named_once(tmp_path: Path) -> None:
 
 def test_source_manifest_conflicts_name_both_places(tmp_path: Path) -> None:
     write(tmp_path, "llama.sh", SCRIPT)
-    manifest = write(
-        tmp_path,
-        "run.yaml",
-        "apiVersion: dpguard/v1\nkind: TrainingManifest\nmetadata: {name: run}\n"
-        "source: {path: llama.sh}\n"
-        "cluster: {accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}\n"
-        "training: {global_batch_size: 512}\n",
-    )
+    manifest = pointer(tmp_path, "training: {global_batch_size: 512}\n")
     result = check_file(manifest)
     assert [(f.path, f.line, f.code, f.message) for f in result.findings] == [
         (
@@ -273,14 +277,7 @@ def test_a_computed_degree_fails_unless_a_manifest_supplies_it(tmp_path: Path) -
     unread = [f for f in alone.findings if f.message.startswith("parallelism.tensor")]
     assert [(f.code, f.severity, f.line) for f in unread] == [("F003", Severity.ERROR, 4)]
     assert "dpguard does not guess it: add parallelism.tensor to a manifest" in unread[0].message
-    manifest = write(
-        tmp_path,
-        "run.yaml",
-        "apiVersion: dpguard/v1\nkind: TrainingManifest\nmetadata: {name: run}\n"
-        "source: {path: llama.sh}\n"
-        "cluster: {accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}\n"
-        "parallelism: {tensor: 4}\n",
-    )
+    manifest = pointer(tmp_path, "parallelism: {tensor: 4}\n")
     supplied = check_file(manifest)
     assert not [f for f in supplied.findings if f.code == "F003"]
     assert supplied.manifest is not None and supplied.manifest.parallelism.tensor == 4
