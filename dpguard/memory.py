@@ -664,6 +664,10 @@ def estimate(
         moe = arch.moe_layers_in(layers)
         return (len(layers) - moe) * act[False] + (moe * act[True] if moe else 0.0)
 
+    # per stage once: a rank sums over the stages it holds (the planner sizes hundreds of
+    # layouts of up to 64 ranks, so the per-rank loop is what it pays for)
+    stage_acts = [stage_act(layers) for layers in stages]
+
     gather = 0.0
     if sharding.zero_stage >= 3:
         # FSDP all-gathers one layer's weights and prefetches the next (bf16, / TP).
@@ -677,7 +681,10 @@ def estimate(
         by_rank[rank].append(stage)
     for r in range(pipeline.ranks):
         own = by_rank[r]
-        w, g, o, params = (sum(stage_states[s][k] for s in own) for k in range(4))
+        if len(own) == 1:
+            w, g, o, params = stage_states[own[0]]
+        else:
+            w, g, o, params = (sum(column) for column in zip(*(stage_states[s] for s in own)))
         replica = 0.0
         held = list(own)
         if pipeline.mirror:  # DualPipe: rank r also runs stage P-1-r of the other direction
@@ -692,7 +699,7 @@ def estimate(
             units = min(units, 2)
         # Each in-flight unit is one micro-batch through one of the rank's stages: the rank's
         # layers per stage, at the rank's average bytes per layer.
-        activations = units * sum(stage_act(stages[s]) for s in held) / len(held)
+        activations = units * sum(stage_acts[s] for s in held) / len(held)
         activations += working if layer_count else 0.0
         other = overhead + gather
         if last_stage in held:
