@@ -684,7 +684,7 @@ def estimate(
         if len(own) == 1:
             w, g, o, params = stage_states[own[0]]
         else:
-            w, g, o, params = (sum(column) for column in zip(*(stage_states[s] for s in own)))
+            w, g, o, params = (sum(c) for c in zip(*(stage_states[s] for s in own), strict=True))
         replica = 0.0
         held = list(own)
         if pipeline.mirror:  # DualPipe: rank r also runs stage P-1-r of the other direction
