@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from dpguard import __version__
 from dpguard.errors import DpguardError
-from dpguard.exitcodes import ExitCode
+from dpguard.exitcodes import ExitCode, epilog
 
 # Each name is a module in dpguard.commands exposing HELP, add_arguments(parser) and
 # run(args) -> int. Command modules keep heavy imports inside run() so that `--help` and
@@ -33,13 +33,7 @@ COMMANDS: tuple[str, ...] = (
     "facts",
 )
 
-EPILOG = """\
-exit codes:
-  0  every manifest passes
-  1  at least one manifest fails
-  2  dpguard cannot run as asked (usage, missing file, broken policy/schema/template)
-  3  internal error (a bug; rerun with --debug for the traceback)
-"""
+EPILOG = epilog()  # the general table; each command's --help lists only its own codes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
             name,
             help=module.HELP,
             description=module.HELP,
-            epilog=EPILOG,
+            epilog=epilog(name),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(cmd)

@@ -5,14 +5,24 @@ Findings are values, never exceptions, so one broken manifest cannot stop the ot
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 
 class Severity(str, Enum):  # noqa: UP042 - StrEnum would change str(), which reports use
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"
+
+
+class WaiverNote(NamedTuple):
+    """The waiver that exempted a finding, as reports show it (SARIF's suppression)."""
+
+    reason: str
+    owner: str
+    expires: str  # YYYY-MM-DD, the last day it applies
+    location: str  # file:line:col of the waiver in the waivers file
 
 
 @dataclass(frozen=True, order=True)
@@ -27,6 +37,8 @@ class Finding:
     message: str
     kind: str = "manifest"  # manifest | decision | reject | refuse | advise
     waived: bool = False
+    # which waiver, when waived: not part of the finding's identity (order, equality, hash)
+    waiver: WaiverNote | None = field(default=None, compare=False)
 
     def format(self) -> str:
         """The grep-able one-line form: ``path:line:col: severity CODE message``."""

@@ -7,6 +7,8 @@ that are present and valid, and stays silent otherwise (the schema finding alrea
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
@@ -113,6 +115,51 @@ def _bound(keyword: str, where: str, value: Any, limit: Any) -> str:
     return f"{where} has {len(value)} entries; it must have at most {limit}"
 
 
+def _key_hint(schema: dict[str, Any], key: Any, where: str, allowed: Any) -> str:
+    """The "did you mean" of a key unknown where it is written, and, for a key the schema
+    defines in one or two other places, where it belongs: ``precision`` under ``model`` gets
+    " (precision belongs under training)"; ``expert`` there " (did you mean 'experts'?
+    expert belongs under parallelism)"."""
+    near = hint(str(key), allowed)
+    here = re.sub(r"\[\d+\]", "[]", where)
+    homes = [h for h in _homes(json.dumps(schema, sort_keys=True)).get(str(key), ()) if h != here]
+    if not homes or len(homes) > 2:
+        return near
+    places = " or ".join("at the top level" if h == "(top level)" else f"under {h}" for h in homes)
+    belongs = f"{key} belongs {places}"
+    return f"{near[:-1]} {belongs})" if near else f" ({belongs})"
+
+
+@cache
+def _homes(schema_text: str) -> dict[str, tuple[str, ...]]:
+    """Every property name of a schema -> the places (dotted, list items as ``[]``) that define
+    it, following local ``$ref``s once each and the branches of ``allOf``/``anyOf``/``oneOf``."""
+    schema = json.loads(schema_text)
+    found: dict[str, list[str]] = {}
+
+    def walk(node: Any, place: str, refs: frozenset[str]) -> None:
+        if not isinstance(node, dict):
+            return
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/") and ref not in refs:
+            target: Any = schema
+            for part in ref[2:].split("/"):
+                target = target.get(part, {}) if isinstance(target, dict) else {}
+            walk(target, place, refs | {ref})
+        for name, sub in node.get("properties", {}).items():
+            homes = found.setdefault(name, [])
+            if (place or "(top level)") not in homes:
+                homes.append(place or "(top level)")
+            walk(sub, f"{place}.{name}" if place else name, refs)
+        walk(node.get("items"), f"{place or '(top level)'}[]", refs)
+        for branch in ("allOf", "anyOf", "oneOf"):
+            for sub in node.get(branch, ()):
+                walk(sub, place, refs)
+
+    walk(schema, "", frozenset())
+    return {name: tuple(homes) for name, homes in found.items()}
+
+
 def _quantity_branches(alternatives: Any) -> dict[str, Any] | None:
     """For a quantity's ``oneOf: [number, string]``, its number branch; else None."""
     types = {branch.get("type"): branch for branch in alternatives if isinstance(branch, dict)}
@@ -141,7 +188,8 @@ def schema_problems(validator: Any, doc: SourceDoc) -> Iterator[tuple[Path, str,
                 yield (
                     (*path, key),
                     "S001",
-                    f"unknown key {_describe(key)} in {where}{hint(key, allowed)}",
+                    f"unknown key {_describe(key)} in {where}"
+                    f"{_key_hint(validator.schema, key, where, allowed)}",
                 )
         elif keyword == "required":
             missing = error.message.split("'")[1]

@@ -84,8 +84,9 @@ def test_lint_lists_every_schema_problem_of_every_file(
     assert main(["lint-policies", str(broken), str(other)]) == 2
     assert capsys.readouterr().out.splitlines() == [
         f"{broken}:5:5: rules[0] is missing the required key 'message'",
-        f"{other}:4:1: unknown key 'rulez' in (top level) (did you mean 'rules'?)",
+        # file by file in layering order, by position in each (tests/test_policy_errors_sorted.py)
         f"{other}:1:1: (top level) is missing the required key 'rules'",
+        f"{other}:4:1: unknown key 'rulez' in (top level) (did you mean 'rules'?)",
     ]
 
 

@@ -451,7 +451,24 @@ def test_waived_finding_in_every_format(waived: Path, capsys: pytest.CaptureFixt
     adv002, adv001 = log["runs"][0]["results"]
     assert "suppressions" not in adv002
     assert adv001["suppressions"] == [
-        {"kind": "external", "status": "accepted", "justification": "waived (dpguard)"}
+        {
+            "kind": "external",
+            "status": "accepted",
+            # the waiver's own words, owner and expiry, and where it is written
+            "justification": "M/P fixed by the data loader (owner llm-platform, waiver expires "
+            "2026-02-01)",
+            "properties": {
+                "reason": "M/P fixed by the data loader",
+                "owner": "llm-platform",
+                "expires": "2026-02-01",
+            },
+            "location": {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": "waivers.yaml"},
+                    "region": {"startLine": 4, "startColumn": 5},
+                }
+            },
+        }
     ]
 
     root = junit(capsys, *argv)

@@ -641,7 +641,14 @@ UNKNOWN = [
         " (did you mean 'intra_node'?)",
     ),
     ("cluster.interconnect", "rdma: true", "rdma", "cluster.interconnect", ""),
-    ("model", "expert: 8", "expert", "model", " (did you mean 'experts'?)"),
+    # the near key here, and where the key as written belongs (tests/test_wrong_section.py)
+    (
+        "model",
+        "expert: 8",
+        "expert",
+        "model",
+        " (did you mean 'experts'? expert belongs under parallelism)",
+    ),
     ("model", "rope: yes", "rope", "model", ""),
     ("model", "kv_head: 8", "kv_head", "model", " (did you mean 'kv_heads'?)"),
     ("model.mla", "q_rank: 8", "q_rank", "model.mla", " (did you mean 'q_lora_rank'?)"),

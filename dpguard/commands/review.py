@@ -15,7 +15,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from dpguard.reporters import formats
 
     parser.add_argument(
-        "files", nargs="+", metavar="FILE", help="manifests or framework configs to check"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="manifests or framework configs to check; a directory stands for the manifests "
+        "and framework configs under it, as the pre-commit hook selects them (--only-manifests; "
+        ".git and hidden directories skipped)",
     )
     parser.add_argument(
         "--format", choices=formats(), default="text", help="report format (default: text)"
@@ -100,7 +105,12 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.reporters import Report, emit, render, write_atomic
 
     today = args.date or dt.date.today()
-    paths = [p for p in args.files if declares_manifest(p)] if args.only_manifests else args.files
+    from dpguard.commands._files import expand
+
+    files, empty = expand(args.files)
+    for directory in empty:
+        print(f"dpguard: {directory}: no manifest or framework config under it", file=sys.stderr)
+    paths = [p for p in files if declares_manifest(p)] if args.only_manifests else files
     # Each file is judged by the nearest .dpguard.yaml above it (or --config); a broken policy,
     # config or waivers file any of them needs stops everything: exit 2.
     judge_of, here = judges(paths, args.policy, args.config, args.fail_on, today)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path as FsPath
@@ -306,5 +307,27 @@ def load_policies(
     policies, layer_problems = layer(sets)
     problems += layer_problems
     if problems:
-        raise PolicyError(problems)
+        raise PolicyError(by_position(problems, list(paths.values())))
     return policies
+
+
+_POSITION = re.compile(r"^(.*?):(\d+):(\d+): ")
+
+
+def by_position(problems: Sequence[str], files: Sequence[str] = ()) -> list[str]:
+    """Problems in reading order: file by file (`files` in the order they were layered, then
+    any other file, such as .dpguard.yaml, by name), by line and column within each; problems
+    without a position (missing settings, no decision rows) last, as they were. The first
+    error in a file often causes the later ones, so it must come first."""
+    order = {name: i for i, name in enumerate(files)}
+
+    def key(item: tuple[int, str]) -> tuple[int, int, str, int, int, int]:
+        index, problem = item
+        match = _POSITION.match(problem)
+        if match is None:
+            return (2, 0, "", 0, 0, index)
+        name, line, col = match[1], int(match[2]), int(match[3])
+        known = name in order
+        return (0 if known else 1, order.get(name, 0), name, line, col, index)
+
+    return [problem for _, problem in sorted(enumerate(problems), key=key)]

@@ -3,7 +3,10 @@
 Each case names a manifest (a name from the file's top-level ``manifests:`` mapping, else a path
 relative to the test file; or an inline mapping), an optional
 `patch` deep-merged over it, and what to expect: the recommended `schedule`, the `decision` row,
-rule ids that must fire and ids that must stay silent, or `valid: false` with validation `codes`.
+rule ids that must fire and ids that must stay silent, or `valid: false` with validation `codes`;
+and of the fired rules' findings their `message`, `severity` and `waived` state, and of the
+planner's recommendation its `plan` (`dpguard.policy.expect`). The config's waivers apply as in
+`review`, matched against the manifest's path (the test file's, for a named or inline one).
 
 A rule *fires* when it produces a finding; a decision row fires when it is the row that matched.
 A refusal that holds but redirects nothing produces no finding, so it does not fire: that is what
@@ -15,8 +18,9 @@ The core never prints: `run_files` returns values that `dpguard.commands.test` f
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path as FsPath
 from typing import Any, NamedTuple
@@ -26,7 +30,9 @@ from dpguard.catalog import Catalog, load_catalog
 from dpguard.errors import ConfigError
 from dpguard.findings import Finding, Severity
 from dpguard.manifest import build_manifest
+from dpguard.policy import expect as expectations
 from dpguard.policy.model import Policies
+from dpguard.policy.waivers import Waivers
 from dpguard.validate import validate
 from dpguard.yamlsource import Path, Position, SourceDoc, YamlLoadError, load_file
 
@@ -134,6 +140,7 @@ class _Loaded(NamedTuple):
     source_format: str = "dpguard"
     framework: Mapping[str, Any] = {}
     findings: tuple[Finding, ...] = ()  # of reading a framework config (F001-F005)
+    path: str = ""  # the manifest file a path case names, which waivers match ("": none)
 
 
 def _manifest_data(doc: SourceDoc, index: int, case: Mapping[str, Any]) -> _Loaded:
@@ -151,7 +158,7 @@ def _manifest_data(doc: SourceDoc, index: int, case: Mapping[str, Any]) -> _Load
         target = FsPath(doc.name).parent / source
         try:
             mdoc, fmt, found, facts = load_any(str(target))
-            loaded = _Loaded(mdoc.data, fmt, facts, tuple(found))
+            loaded = _Loaded(mdoc.data, fmt, facts, tuple(found), os.path.normpath(target))
         except (YamlLoadError, FrameworkError) as exc:
             raise ConfigError(
                 f"manifest {source} cannot be loaded: {exc.message}",
@@ -167,7 +174,13 @@ def _ids(ids: Iterable[str]) -> str:
     return "[" + ", ".join(listed) + "]"
 
 
-def run_case(doc: SourceDoc, index: int, policies: Policies, catalog: Catalog) -> CaseResult:
+def run_case(
+    doc: SourceDoc,
+    index: int,
+    policies: Policies,
+    catalog: Catalog,
+    waivers: Waivers | None = None,
+) -> CaseResult:
     case = doc.data["cases"][index]
     line, col = doc.position(("cases", index, "name"))
     expect = case["expect"]
@@ -204,8 +217,11 @@ def run_case(doc: SourceDoc, index: int, policies: Policies, catalog: Catalog) -
     manifest = build_manifest(mdoc, catalog, loaded.source_format, loaded.framework)
     from dpguard.check import judge  # imports the planner, which imports this package
 
-    outcome, _plan = judge(manifest, policies)
-    fired = {f.code for f in outcome.findings}
+    outcome, plan = judge(manifest, policies)
+    judged = tuple(replace(f, path=loaded.path or f.path) for f in outcome.findings)
+    if waivers is not None:
+        judged, _used = waivers.apply(judged)
+    fired = {f.code for f in judged}
     if outcome.decision is not None:
         fired.add(outcome.decision.id)
     if "schedule" in expect and expect["schedule"] != outcome.schedule:
@@ -219,35 +235,30 @@ def run_case(doc: SourceDoc, index: int, policies: Policies, catalog: Catalog) -
     unexpected = set(expect.get("not_fired", ())) & fired
     if unexpected:
         failures.append(f"expected not fired {_ids(unexpected)}, got fired {_ids(fired)}")
+    failures += expectations.finding_failures(expect, judged, policies)
+    failures += expectations.plan_failures(expect, plan)
     return CaseResult(
         result.file, line, col, result.name, tuple(failures), frozenset(fired), evaluated=True
     )
 
 
-def _check_ids(doc: SourceDoc, policies: Policies) -> None:
-    """Expectations naming a rule that is not loaded are a broken test, never a silent pass."""
-    known = {r.id for r in policies.rules}
-    problems = []
-    for index, case in enumerate(doc.data["cases"]):
-        expect = case["expect"]
-        for key in ("fired", "not_fired"):
-            for j, rule_id in enumerate(expect.get(key, ())):
-                if rule_id not in known:
-                    where = doc.location(("cases", index, "expect", key, j))
-                    problems.append(f"{where}: unknown rule {rule_id} in {key}")
-        if "decision" in expect:
-            rule = policies.get(expect["decision"])
-            if rule is None or rule.kind != "decision":
-                where = doc.location(("cases", index, "expect", "decision"))
-                problems.append(f"{where}: {expect['decision']} is not a loaded decision rule")
+def _check(doc: SourceDoc, policies: Policies) -> None:
+    """Names that nothing loaded has are a broken test, never a silent pass (exit 2)."""
+    problems = expectations.problems(doc, policies)
     if problems:
         raise ConfigError("broken policy test file:\n  " + "\n  ".join(problems))
 
 
-def coverage_gaps(policies: Policies, cases: Sequence[CaseResult]) -> tuple[str, ...]:
+def coverage_gaps(
+    policies: Policies, cases: Sequence[CaseResult], sets: frozenset[str] | None = None
+) -> tuple[str, ...]:
+    """Each loaded rule (of the sets named in `sets`, when given: the set that defined or last
+    overrode it) without a case in which it fires, or without one in which it stays silent."""
     judged = [c for c in cases if c.evaluated]
     gaps = []
     for rule in policies.rules:
+        if sets is not None and rule.policy not in sets:
+            continue
         if not any(rule.id in c.fired for c in judged):
             gaps.append(f"{rule.id}: no case in which it fires")
         if not any(rule.id not in c.fired for c in judged):
@@ -255,11 +266,19 @@ def coverage_gaps(policies: Policies, cases: Sequence[CaseResult]) -> tuple[str,
     return tuple(gaps)
 
 
-def run_files(paths: Sequence[str], policies: Policies) -> RunResult:
+def run_files(
+    paths: Sequence[str],
+    policies: Policies,
+    waivers: Waivers | None = None,
+    coverage_of: frozenset[str] | None = None,
+) -> RunResult:
+    """Every case of every file; each file is checked whole (exit 2) before its cases run."""
     catalog = load_catalog()
     results: list[CaseResult] = []
     for path in paths:
         doc = load_cases(path)
-        _check_ids(doc, policies)
-        results += [run_case(doc, i, policies, catalog) for i in range(len(doc.data["cases"]))]
-    return RunResult(tuple(results), coverage_gaps(policies, results))
+        _check(doc, policies)
+        results += [
+            run_case(doc, i, policies, catalog, waivers) for i in range(len(doc.data["cases"]))
+        ]
+    return RunResult(tuple(results), coverage_gaps(policies, results, coverage_of))

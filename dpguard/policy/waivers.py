@@ -20,7 +20,7 @@ from typing import Any
 
 from dpguard import resources
 from dpguard.errors import ConfigError
-from dpguard.findings import Finding
+from dpguard.findings import Finding, WaiverNote
 from dpguard.hints import hint
 from dpguard.policy.model import Policies
 from dpguard.yamlsource import YamlLoadError, load_file
@@ -69,7 +69,10 @@ class Waivers:
                     note = f" (waiver expired {waiver.expires.isoformat()})"
                     finding = replace(finding, message=finding.message + note)
                 else:
-                    finding = replace(finding, waived=True)
+                    which = WaiverNote(
+                        waiver.reason, waiver.owner, waiver.expires.isoformat(), waiver.location
+                    )
+                    finding = replace(finding, waived=True, waiver=which)
             out.append(finding)
         return tuple(out), used
 

@@ -4,7 +4,8 @@ One run; `tool.driver.rules` lists every rule that produced a result, sorted by 
 policy's `docs` as help text (or the code's description for the Y/S/X loading, schema and
 cross-field codes); each result points at its rule by id and index and at the file by a relative
 URI and a 1-based line and column. Waived findings carry an accepted external suppression, so
-code scanning shows them as dismissed rather than open.
+code scanning shows them as dismissed rather than open, justified by the waiver's reason, owner
+and expiry and located at the waiver.
 """
 
 from __future__ import annotations
@@ -59,10 +60,46 @@ def _result(finding: Finding, index: int) -> dict[str, Any]:
         "properties": {"kind": finding.kind},
     }
     if finding.waived:
-        result["suppressions"] = [
-            {"kind": "external", "status": "accepted", "justification": "waived (dpguard)"}
-        ]
+        result["suppressions"] = [_suppression(finding)]
     return result
+
+
+def _suppression(finding: Finding) -> dict[str, Any]:
+    """An accepted external suppression whose justification is the waiver's reason, owner and
+    expiry (also as properties), located at the waiver in the waivers file."""
+    waiver = finding.waiver
+    if waiver is None:  # waived without a recorded waiver: say no more than that
+        return {"kind": "external", "status": "accepted", "justification": "waived (dpguard)"}
+    suppression: dict[str, Any] = {
+        "kind": "external",
+        "status": "accepted",
+        "justification": (
+            f"{waiver.reason} (owner {waiver.owner}, waiver expires {waiver.expires})"
+        ),
+        "properties": {
+            "reason": waiver.reason,
+            "owner": waiver.owner,
+            "expires": waiver.expires,
+        },
+    }
+    path, line, col = _split_location(waiver.location)
+    if path:
+        suppression["location"] = {
+            "physicalLocation": {
+                "artifactLocation": {"uri": relative_uri(path)},
+                "region": {"startLine": line, "startColumn": col},
+            }
+        }
+    return suppression
+
+
+def _split_location(location: str) -> tuple[str, int, int]:
+    """``file:line:col`` -> (file, line, col); ("", 0, 0) when it is not one."""
+    path, _, rest = location.rpartition(":")
+    path, _, line = path.rpartition(":")
+    if not (path and line.isdigit() and rest.isdigit()):
+        return "", 0, 0
+    return path, int(line), int(rest)
 
 
 def sarif_dict(report: Report) -> dict[str, Any]:

@@ -31,8 +31,14 @@ def _finding(finding: Finding, color: bool) -> str:
 
 
 def render_text(report: Report, *, color: bool = False) -> str:
-    lines = [_finding(f, color) for f in report.findings]
-    lines += [line for line in map(decision_line, report.results) if line]
+    """Each file's findings, then its decision line, file by file; the policy lines and the
+    summary last."""
+    lines = []
+    for result in report.results:
+        lines += [_finding(f, color) for f in result.findings]
+        decision = decision_line(result)
+        if decision:
+            lines.append(decision)
     lines += policy_lines(report)
     summary = summary_line(report)
     if color:

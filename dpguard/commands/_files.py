@@ -1,0 +1,67 @@
+"""The files a `review` of a directory checks: what the published pre-commit hook would pass and
+`--only-manifests` would keep, found by walking the directory.
+
+A directory on the command line stands for the training manifests and framework configs under
+it, at any depth, in name order (a directory's files before its subdirectories'): files the
+hook's ``types_or: [yaml, shell, toml, json]`` covers (by extension, as pre-commit's
+`identify` tags them, or an executable without an extension whose ``#!`` line runs a shell)
+and that `declares_manifest` keeps, so policy sets, test cases, waivers and unrelated YAML are
+passed over as the hook passes them over. ``.git`` and every other hidden directory or file
+(``.github``, ``.venv``, ``.dpguard.yaml``) are skipped, and symbolic links to directories are
+not followed. A file named on the command line is checked as before, whatever it is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+
+# identify's extensions for the hook's types, less formats no training config uses.
+EXTENSIONS = (".yaml", ".yml", ".sh", ".bash", ".zsh", ".ksh", ".toml", ".json")
+SHELLS = frozenset(("sh", "bash", "dash", "ash", "ksh", "zsh"))  # interpreters identify calls shell
+
+
+def expand(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the files to check, the directories that held none), in command-line order; a path
+    named twice is checked once."""
+    out: list[str] = []
+    empty: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            found = list(_walk(path))
+            out += found
+            if not found:
+                empty.append(path)
+        else:
+            out.append(path)
+    return list(dict.fromkeys(out)), empty
+
+
+def _walk(root: str) -> Iterator[str]:
+    from dpguard.commands.review import declares_manifest
+
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+        for name in sorted(names):
+            path = os.path.normpath(os.path.join(directory, name))
+            if not name.startswith(".") and _hook_type(path, name) and declares_manifest(path):
+                yield path
+
+
+def _hook_type(path: str, name: str) -> bool:
+    """Whether the hook's types would pass this file to dpguard."""
+    if not os.path.isfile(path):
+        return False
+    if name.endswith(EXTENSIONS):
+        return True
+    if "." in name or not os.access(path, os.X_OK):
+        return False
+    try:
+        with open(path, "rb") as stream:
+            first = stream.readline(256)
+    except OSError:
+        return False
+    words = first[2:].decode("utf-8", "replace").split() if first.startswith(b"#!") else []
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-")]
+    return bool(words) and os.path.basename(words[0]) in SHELLS
