@@ -337,3 +337,25 @@ def test_nemo_launcher_arithmetic_resolvers_are_evaluated(tmp_path: Path) -> Non
     unread = sorted(n.message for n in extract.notes)
     assert any("oc.env:MBS" in m and "only the framework evaluates" in m for m in unread)
     assert any("divide_floor:8, 0" in m for m in unread)
+
+
+def test_a_string_of_flags_with_an_unknown_part_still_splits_into_the_flags_it_knows(
+    tmp_path: Path,
+) -> None:
+    """Megatron-LM's multimodal examples keep every flag in one string (OPTIONS="... --tp 4
+    --global-batch-size ${BZ} ...") where BZ is set in an if/else: the flags around it are
+    read, and only the one word built from BZ is unknown, with BZ's own reason."""
+    text = (
+        "#!/bin/bash\nif [[ $DEBUG -eq 1 ]]; then\n  BZ=32\nelse\n  BZ=256\nfi\n"
+        'OPTIONS=" \\\n    --tensor-model-parallel-size 4 \\\n    --num-layers 32 \\\n'
+        '    --global-batch-size ${BZ} \\\n    --micro-batch-size $(echo 1) \\\n    --bf16"\n'
+        "torchrun --nproc_per_node 8 pretrain_gpt.py ${OPTIONS}\n"
+    )
+    extract = read(write(tmp_path, "train.sh", text), "megatron")
+    assert extract.values["parallelism.tensor"] == 4
+    assert extract.values["model.layers"] == 32
+    assert extract.values["training.precision"] == "bf16"
+    assert extract.origins["parallelism.tensor"].position == Position(8, 34)
+    notes = {n.message.split(":")[0]: n.message for n in extract.notes}
+    assert "set inside a conditional or loop at line 5" in notes["--global-batch-size"]
+    assert "a command substitution" in notes["--micro-batch-size"]

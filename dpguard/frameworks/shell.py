@@ -34,6 +34,9 @@ class ShellError(Exception):
         self.position = position
 
 
+UNKNOWN = "\0"  # stands for an unknown part inside a partly known word (never in a script)
+
+
 @dataclass(frozen=True)
 class Word:
     """One word after expansion. `text` is None when its value cannot be known statically;
@@ -45,15 +48,28 @@ class Word:
     # (offset in text, position in the file) where each written piece of `text` starts: a
     # string split later into words gives each word the place it was written
     spans: tuple[tuple[int, Position], ...] = ()
+    # An unknown word's text with UNKNOWN in place of each part that cannot be known, so that
+    # a string such as OPTIONS="--tp 4 --mbs ${BZ}" still splits into the words it knows
+    partial: str | None = None
+    unknowns: tuple[str, ...] = ()  # why, for each UNKNOWN in partial in order
 
     def pieces(self) -> Iterator[Word]:
-        """The blank-separated words of `text`, each at its own position."""
-        assert self.text is not None
+        """The blank-separated words of `text` (or of `partial`: a piece holding an unknown
+        part is unknown), each at its own position."""
+        text = self.text if self.text is not None else self.partial
+        assert text is not None
         spans = self.spans or ((0, self.position),)
-        for match in re.finditer(r"\S+", self.text):
+        for match in re.finditer(r"\S+", text):
             offset = match.start()
             base, at = max((s for s in spans if s[0] <= offset), key=lambda s: s[0])
-            yield Word(match.group(), _advance(at, self.text[base:offset]))
+            position = _advance(at, text[base:offset])
+            piece = match.group()
+            if UNKNOWN in piece:
+                index = text.count(UNKNOWN, 0, offset)
+                why = self.unknowns[index] if index < len(self.unknowns) else self.why
+                yield Word(None, position, why)
+            else:
+                yield Word(piece, position)
 
 
 def _advance(position: Position, text: str) -> Position:
@@ -323,13 +339,17 @@ class _State:
         unknown = ""
         here = self.lexer.position(offset)
         started = False  # whether the current word has any part (so "" stays a word)
+        whys: list[str] = []  # why, for each unknown part of the current word
 
         def flush() -> None:
-            nonlocal current, spans, unknown, here, started
+            nonlocal current, spans, unknown, here, started, whys
             if started:
-                text = None if unknown else "".join(current)
-                words.append(Word(text, here, unknown, tuple(spans) if text else ()))
-            current, spans, unknown, started = [], [], "", False
+                joined = "".join(current)
+                text, partial = (None, joined) if unknown else (joined, None)
+                words.append(
+                    Word(text, here, unknown, tuple(spans) if joined else (), partial, tuple(whys))
+                )
+            current, spans, unknown, started, whys = [], [], "", False, []
 
         def add(text: str, position: Position) -> None:
             spans.append((sum(map(len, current)), position))
@@ -359,6 +379,8 @@ class _State:
                     here = word.position
                 if word.text is None:
                     unknown = unknown or word.why
+                    add(word.partial or UNKNOWN, word.position)
+                    whys.extend(word.unknowns or (word.why,))
                 else:
                     for k, (at, position) in enumerate(word.spans or ((0, word.position),)):
                         end = word.spans[k + 1][0] if k + 1 < len(word.spans) else None
@@ -370,6 +392,8 @@ class _State:
                 if not started:
                     here = part[2]
                 unknown = unknown or part[1]
+                add(UNKNOWN, part[2])
+                whys.append(part[1])
                 started = True
         flush()
         return words
@@ -431,7 +455,8 @@ class _State:
             i = int(index)
             words = words[i : i + 1]
         for k, word in enumerate(words):
-            if word.text is not None and not quoted and name not in self.arrays:
+            known = word.text is not None or word.partial is not None
+            if known and not quoted and name not in self.arrays:
                 # an unquoted string variable splits into words
                 pieces = list(word.pieces())
                 for j, piece in enumerate(pieces):
@@ -487,8 +512,13 @@ def _joined_spans(words: list[Word]) -> tuple[tuple[int, Position], ...]:
     offset = 0
     for word in words:
         spans.extend((offset + at, p) for at, p in (word.spans or ((0, word.position),)))
-        offset += len(word.text or "") + 1
+        offset += len(_shown(word)) + 1
     return tuple(spans)
+
+
+def _shown(word: Word) -> str:
+    """A word's text, or its partial text with UNKNOWN for the parts not known."""
+    return word.text if word.text is not None else (word.partial or UNKNOWN)
 
 
 def _literal(parts: list[tuple]) -> str | None:
@@ -569,11 +599,17 @@ def _statement(
         if depth:
             why = f"${name} is set inside a conditional or loop at line {position.line}"
             text = None
+        partial: str | None = None
+        unknowns: tuple[str, ...] = ()
+        if text is None and not depth and op != "+=":
+            # what is known of the value, for a later unquoted expansion to split
+            partial = " ".join(_shown(w) for w in words)
+            unknowns = tuple(y for w in words if w.text is None for y in w.unknowns or (w.why,))
         if op == "+=" and name in state.variables:
             prior = state.scalar(name)
             text = None if prior is None or text is None else prior + text
-        spans = _joined_spans(words) if text else ()
-        state.variables[name] = (Word(text, position, why, spans),)
+        spans = _joined_spans(words) if text or partial else ()
+        state.variables[name] = (Word(text, position, why, spans, partial, unknowns),)
         state.arrays.discard(name)
         k += 1
     if k < len(raw):
