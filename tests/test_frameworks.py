@@ -359,3 +359,29 @@ def test_a_string_of_flags_with_an_unknown_part_still_splits_into_the_flags_it_k
     notes = {n.message.split(":")[0]: n.message for n in extract.notes}
     assert "set inside a conditional or loop at line 5" in notes["--global-batch-size"]
     assert "a command substitution" in notes["--micro-batch-size"]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text"),
+    [
+        (
+            "nemo",
+            "trainer: {devices: 8, num_nodes: 2}\n"
+            "model: {num_layers: 32, activation: fast-swiglu,\n"
+            "        optim: {name: mcore_distributed_optim}}\n",
+        ),
+        (
+            "bridge",
+            "model: {num_layers: 32, gated_linear_unit: true}\n"
+            "train: {global_batch_size: 8}\nddp: {use_distributed_optimizer: true}\n",
+        ),
+    ],
+)
+def test_gated_ffn_and_the_distributed_optimizer_as_nemo_and_bridge_spell_them(
+    tmp_path: Path, fmt: str, text: str
+) -> None:
+    """NeMo-Framework-Launcher's Llama recipes say activation: fast-swiglu and optim name
+    mcore_distributed_optim; Megatron-Bridge says gated_linear_unit: true."""
+    extract = read(write(tmp_path, "config.yaml", text), fmt)
+    assert extract.values["model.ffn_activation"] == "swiglu"
+    assert extract.values["training.zero_stage"] == 1

@@ -94,6 +94,8 @@ KNOWN = frozenset(
         "untie_embeddings_and_output_weights",
         "share_embeddings_and_output_weights",
         "swiglu",
+        "activation",
+        "gated_linear_unit",
         "group_query_attention",
         "multi_latent_attention",
         "moe_token_dispatcher_type",

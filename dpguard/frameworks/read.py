@@ -255,10 +255,15 @@ def _nemo(doc: SourceDoc) -> Extract:
     args.update({k: v for k, v in _section_args(doc, ("model", "optim")).items() if k == "name"})
     trainer = _section_args(doc, ("trainer",))
     name = args.pop("name", None)
-    if name is not None and name.value == "distributed_fused_adam":
-        args["use_distributed_optimizer"] = Arg(True, name.origin)
-    elif name is not None:
-        args["use_distributed_optimizer"] = Arg(False, name.origin)
+    if name is not None:
+        # NeMo 1's Apex distributed Adam and the launcher's Megatron-core distributed optimizer
+        # both shard the optimizer states over data parallelism (ZeRO-1)
+        sharded = name.value in ("distributed_fused_adam", "mcore_distributed_optim")
+        args["use_distributed_optimizer"] = Arg(sharded, name.origin)
+    activation = args.get("activation")
+    if activation is not None and str(activation.value).endswith("glu"):
+        # swiglu, fast-swiglu, geglu, reglu: gated, three FFN matrices (the swiglu shape)
+        args.setdefault("swiglu", Arg(True, activation.origin))
     precision = trainer.get("precision")
     if precision is not None and precision.value is not None:
         text = str(precision.value)
@@ -283,6 +288,9 @@ def _nemo(doc: SourceDoc) -> Extract:
 
 def _bridge(doc: SourceDoc) -> Extract:
     args = _section_args(doc, ("model",))
+    gated = args.get("gated_linear_unit")
+    if gated is not None and gated.value is True:  # TransformerConfig: SwiGLU-shaped FFN
+        args.setdefault("swiglu", Arg(True, gated.origin))
     for section in ("train", "ddp"):
         args.update(_section_args(doc, (section,)))
     mixed = doc.data.get("mixed_precision")
