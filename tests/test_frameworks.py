@@ -385,3 +385,48 @@ def test_gated_ffn_and_the_distributed_optimizer_as_nemo_and_bridge_spell_them(
     extract = read(write(tmp_path, "config.yaml", text), fmt)
     assert extract.values["model.ffn_activation"] == "swiglu"
     assert extract.values["training.zero_stage"] == 1
+
+
+def test_megatron_defaults_and_spellings_the_real_scripts_rely_on(tmp_path: Path) -> None:
+    """What Megatron-LM's own argument parser fills in: a store_true flag never takes the next
+    word; --recompute-activations is selective recompute; an absent --moe-ffn-hidden-size is
+    --ffn-hidden-size; absent MLA ranks take argparse's defaults (no query compression, KV rank
+    32); --moe-layer-freq in its other spellings."""
+    text = (
+        "#!/bin/bash\n"
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 27 --hidden-size 2048 \\\n"
+        "  --ffn-hidden-size 1408 --num-experts 64 --moe-layer-freq '[0]+[1]*26' \\\n"
+        "  --multi-latent-attention --kv-lora-rank 512 \\\n"
+        "  --recompute-activations --sequence-parallel $(cat extra_args.txt)\n"
+    )
+    extract = read(write(tmp_path, "train.sh", text), "megatron")
+    values = extract.values
+    assert values["training.sequence_parallel"] is True
+    assert values["training.activation_recompute"] == "selective"
+    assert values["model.moe_ffn_hidden_size"] == 1408
+    assert values["model.dense_layers"] == 1
+    assert values["model.mla"] == {
+        "q_lora_rank": 0,
+        "kv_lora_rank": 512,
+        "qk_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "pattern"),
+    [
+        ("([0]*3+[1]*58)", [0] * 3 + [1] * 58),
+        ("[0]+[1]*26", [0] + [1] * 26),
+        ([0, 1, 1], [0, 1, 1]),
+        ("([1]*3+[0]*1)*3", ([1] * 3 + [0]) * 3),
+        ("2", None),  # an integer frequency is not a pattern
+        ('__import__("os").system("x")', None),  # never evaluated as Python
+        ("[0]*10**9", None),
+    ],
+)
+def test_moe_layer_freq_patterns(value: object, pattern: list[int] | None) -> None:
+    from dpguard.frameworks.megatron import layer_pattern
+
+    assert layer_pattern(value) == pattern

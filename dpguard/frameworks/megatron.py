@@ -12,11 +12,13 @@ megatron/training/arguments.py and megatron/core/model_parallel_config.py at d98
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dpguard.findings import Severity
 from dpguard.frameworks.model import Extract, Note, Origin
 from dpguard.frameworks.shell import Command, Script, Word
 
@@ -91,6 +93,7 @@ KNOWN = frozenset(
         "recompute_modules",
         "recompute_method",
         "recompute_num_layers",
+        "recompute_activations",
         "untie_embeddings_and_output_weights",
         "share_embeddings_and_output_weights",
         "swiglu",
@@ -165,6 +168,9 @@ def _flags(words: list[Word], path: str, stray: dict[str, Word]) -> dict[str, Ar
         origin = Origin(path, word.position)
         if equals:
             args[key] = Arg(inline, origin)
+            continue
+        if key in _SWITCHES:
+            args[key] = Arg(True, origin)
             continue
         values: list[Word] = []
         while i < len(words) and not (words[i].text or "").startswith("--"):
@@ -257,6 +263,50 @@ def unknown_notes(args: Mapping[str, Arg], used: Iterable[str]) -> list[Note]:
     ]
 
 
+_MLA_RANKS = (
+    ("q_lora_rank", "q_lora_rank"),
+    ("kv_lora_rank", "kv_lora_rank"),
+    ("qk_head_dim", "qk_head_dim"),
+    ("qk_rope_head_dim", "qk_pos_emb_head_dim"),
+    ("v_head_dim", "v_head_dim"),
+)
+# megatron/training/arguments.py (_add_mla_args): --q-lora-rank None (a full query projection,
+# dpguard's 0), --kv-lora-rank 32, --qk-head-dim 128, --qk-pos-emb-head-dim 64, --v-head-dim 128
+_MLA_ARGPARSE = {
+    "q_lora_rank": 0,
+    "kv_lora_rank": 32,
+    "qk_head_dim": 128,
+    "qk_pos_emb_head_dim": 64,
+    "v_head_dim": 128,
+}
+# megatron/core/transformer/transformer_config.py MLATransformerConfig
+_MLA_CONFIG = {**_MLA_ARGPARSE, "q_lora_rank": 512, "kv_lora_rank": 512}
+
+# Megatron-LM's store_true flags this reader knows: they never take the next word as a value
+# (a flag followed by an unknown word would otherwise be read as unknown itself)
+_SWITCHES = frozenset(
+    {
+        "sequence_parallel",
+        "use_distributed_optimizer",
+        "bf16",
+        "fp16",
+        "swiglu",
+        "untie_embeddings_and_output_weights",
+        "group_query_attention",
+        "multi_latent_attention",
+        "account_for_embedding_in_pipeline_split",
+        "account_for_loss_in_pipeline_split",
+        "overlap_moe_expert_parallel_comm",
+        "delay_wgrad_compute",
+        "moe_enable_deepep",
+        "recompute_activations",
+        "use_mcore_models",
+        "use_flash_attn",
+        "disable_bias_linear",
+    }
+)
+
+
 def to_manifest(
     args: Mapping[str, Arg], fmt: str, path: str, extra: Mapping[str, Any] | None = None
 ) -> Extract:
@@ -320,24 +370,25 @@ def to_manifest(
         b.set("model.kv_heads", groups, "num_query_groups")
     if _true(args.get("multi_latent_attention")):
         b.set("model.attention", "mla", "multi_latent_attention")
+        # an absent rank takes its default: argparse's for the command-line dialects (no
+        # query compression, KV rank 32), MLATransformerConfig's for the YAML ones (512, 512)
+        defaults = _MLA_ARGPARSE if fmt in ("megatron", "flagscale") else _MLA_CONFIG
         ranks = {
-            "q_lora_rank": g("q_lora_rank"),
-            "kv_lora_rank": g("kv_lora_rank"),
-            "qk_head_dim": g("qk_head_dim"),
-            "qk_rope_head_dim": g("qk_pos_emb_head_dim"),
-            "v_head_dim": g("v_head_dim"),
+            field: given if (given := g(key)) is not None or key in args else defaults[key]
+            for field, key in _MLA_RANKS
         }
         if all(v is not None for v in ranks.values()):
-            b.set("model.mla", ranks, "q_lora_rank", "kv_lora_rank")
+            b.set("model.mla", ranks, "q_lora_rank", "kv_lora_rank", "multi_latent_attention")
     if moe:
         b.set("model.experts", experts, "num_experts")
         b.set("model.experts_per_token", g("moe_router_topk") or 2, "moe_router_topk")
-        width = g("moe_ffn_hidden_size")
-        b.set("model.moe_ffn_hidden_size", width, "moe_ffn_hidden_size")
+        # arguments.py: an absent --moe-ffn-hidden-size is --ffn-hidden-size
+        width = g("moe_ffn_hidden_size") or g("ffn_hidden_size")
+        b.set("model.moe_ffn_hidden_size", width, "moe_ffn_hidden_size", "ffn_hidden_size")
         shared = g("moe_shared_expert_intermediate_size")
         if shared and width and shared % width == 0:
             b.set("model.shared_experts", shared // width, "moe_shared_expert_intermediate_size")
-        dense = _leading_dense(args.get("moe_layer_freq"))
+        dense = _leading_dense(args.get("moe_layer_freq"), notes)
         if dense:
             b.set("model.dense_layers", dense, "moe_layer_freq")
     b.set("model.mtp_layers", g("mtp_num_layers"), "mtp_num_layers")
@@ -374,6 +425,8 @@ def to_manifest(
                     f"recompute granularity {value!r} is not full or selective: not read",
                 )
             )
+    elif _true(args.get("recompute_activations")):  # arguments.py: granularity selective
+        b.set("training.activation_recompute", "selective", "recompute_activations")
     elif fmt in ("megatron", "flagscale"):
         b.set("training.activation_recompute", "none", "num_layers")
     modules = args.get("recompute_modules")
@@ -455,12 +508,67 @@ def _layout_problem(args: Mapping[str, Arg], layers: int | None, pp: int) -> str
     return None
 
 
-def _leading_dense(arg: Arg | None) -> int | None:
-    """Leading dense layers from a ``--moe-layer-freq "([0]*3+[1]*58)"`` pattern."""
-    if arg is None or not isinstance(arg.value, str):
+def layer_pattern(value: Any) -> list[int] | None:
+    """The MoE (1) / dense (0) pattern of ``--moe-layer-freq``: a list (the YAML dialects), or
+    Megatron's moe_freq_type string, a Python list expression such as ``"([0]*3+[1]*58)"`` or
+    ``"[0]+[1]*26"``, evaluated over list literals, ``+`` and ``* n`` only. None for an integer
+    frequency or anything else."""
+    if isinstance(value, list):
+        items = value
+    elif isinstance(value, str) and len(value) < 2000:
+        try:
+            items = _pattern(ast.parse(value.strip(), mode="eval").body)
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+    else:
         return None
-    match = re.fullmatch(r"\(?\s*\[0\]\s*\*\s*([0-9]+)\s*\+\s*\[1\]\s*\*\s*[0-9]+\s*\)?", arg.value)
-    return int(match.group(1)) if match else None
+    ok = all(x in (0, 1) and not isinstance(x, bool) for x in items)
+    return list(items) if ok and len(items) <= 100_000 else None
+
+
+def _pattern(node: ast.expr) -> list[Any]:
+    if isinstance(node, ast.List):
+        return [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _pattern(node.left) + _pattern(node.right)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        for count, items in ((node.right, node.left), (node.left, node.right)):
+            times = count.value if isinstance(count, ast.Constant) else None
+            if type(times) is int and 0 <= times <= 100_000:
+                return _pattern(items) * times
+    raise ValueError("not a layer pattern")
+
+
+def _leading_dense(arg: Arg | None, notes: list[Note]) -> int | None:
+    """Leading dense layers (dpguard's dense_layers) of a --moe-layer-freq pattern; a pattern
+    with dense layers after the first MoE layer cannot be said, and is noted."""
+    if arg is None or arg.value is None:
+        return None
+    pattern = layer_pattern(arg.value)
+    if pattern is None:
+        if not isinstance(arg.value, int) or arg.value != 1:
+            notes.append(
+                Note(
+                    arg.origin,
+                    "F002",
+                    f"--moe-layer-freq {arg.value!r}: only leading dense layers are modelled; "
+                    "judged as MoE in every layer",
+                    Severity.INFO,
+                )
+            )
+        return None
+    leading = next((i for i, x in enumerate(pattern) if x == 1), len(pattern))
+    if 0 in pattern[leading:]:
+        notes.append(
+            Note(
+                arg.origin,
+                "F002",
+                "--moe-layer-freq puts dense layers between MoE layers: only the "
+                f"{leading} leading dense layers are modelled",
+                Severity.INFO,
+            )
+        )
+    return leading
 
 
 def _dispatcher(args: Mapping[str, Arg]) -> str | None:
