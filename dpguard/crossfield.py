@@ -192,12 +192,18 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
             "X008",
             f"experts ({experts}) is not divisible by expert parallel size {ep}",
         )
-    if layers and pp and pp * (vs or 1) > layers:
+    # Megatron's account-for-embedding/loss count the embedding and the loss as layers of the
+    # split: with both, 6 layers fill 8 stages (arguments.py: (layers + 2) % PP == 0)
+    accounted = sum(
+        raw.get(f"parallelism.account_for_{part}") is True for part in ("embedding", "loss")
+    )
+    if layers and pp and pp * (vs or 1) > layers + accounted:
         yield (
             "parallelism.pipeline",
             "X014",
-            f"pipeline x virtual_stages = {pp * (vs or 1)} stages for {layers} layers: "
-            "some stages would hold no layer",
+            f"pipeline x virtual_stages = {pp * (vs or 1)} stages for {layers} layers"
+            + (f" and {accounted} accounted" if accounted else "")
+            + ": some stages would hold no layer",
         )
     if vs and pp and vs > 1 and pp == 1:
         yield "parallelism.virtual_stages", "X015", "virtual_stages > 1 needs pipeline > 1"

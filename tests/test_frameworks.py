@@ -430,3 +430,29 @@ def test_moe_layer_freq_patterns(value: object, pattern: list[int] | None) -> No
     from dpguard.frameworks.megatron import layer_pattern
 
     assert layer_pattern(value) == pattern
+
+
+def test_nanotron_moe_and_a_debug_model_read_without_false_alarms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nanotron's LlaMoE example (moe_num_experts, num_experts_per_tok) is a MoE; its tiny
+    debug shapes are counts read from the config, not bare numbers missing a suffix (X029)."""
+    text = (
+        "model:\n  model_config: {hidden_size: 64, intermediate_size: 128,\n"
+        "    num_hidden_layers: 2,\n"
+        "    num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 1000,\n"
+        "    moe_num_experts: 4, num_experts_per_tok: 1, tie_word_embeddings: true}\n"
+        "parallelism: {dp: 2, tp: 1, pp: 1, expert_parallel_size: 2}\n"
+        "tokens: {micro_batch_size: 2, batch_accumulation_per_replica: 1, sequence_length: 256,\n"
+        "  train_steps: 10}\n"
+    )
+    path = write(tmp_path, "config_llamoe.yaml", text)
+    extract = read(path, "nanotron")
+    assert extract.values["model.architecture"] == "moe"
+    assert (extract.values["model.experts"], extract.values["model.experts_per_token"]) == (4, 1)
+    write(tmp_path, ".dpguard.yaml", DEFAULTS.replace('"*.sh"', '"*.yaml"'))
+    (tmp_path / ".git").mkdir()
+    main(["review", "--format", "json", path])
+    (entry,) = json.loads(capsys.readouterr().out)["files"]
+    assert not [f for f in entry["findings"] if f["code"] == "X029"], entry["findings"]
+    assert entry["manifest"]["model"]["total_params"] < 10**6  # X029's threshold

@@ -1262,6 +1262,17 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         ],
     ),
     ("X014-ok", FULL, {"model.layers": "32", "parallelism.virtual_stages": "2"}, []),
+    # Megatron's account-for-embedding/loss: 14 layers + embedding + loss fill 16 stages
+    (
+        "X014-ok-accounted",
+        FULL,
+        {
+            "model.layers": "14",
+            "parallelism.account_for_embedding": "true",
+            "parallelism.account_for_loss": "true",
+        },
+        [],
+    ),
     (
         "X015",
         FULL,

@@ -503,10 +503,26 @@ def _nanotron(doc: SourceDoc) -> Extract:
         lambda v: (not v) if isinstance(v, bool) else None,
     )
     del tied
-    act = ((doc.data.get("model") or {}).get("model_config") or {}).get("hidden_act")
-    if act in ("silu", "swiglu"):
-        values["model.ffn_activation"] = "swiglu"
-    values["model.architecture"] = "dense"
+    # nanotron's Llama and Qwen2 MLPs are gated (gate_up_proj) whatever hidden_act says
+    values["model.ffn_activation"] = "swiglu"
+    model_config = (doc.data.get("model") or {}).get("model_config") or {}
+    moe_config = model_config.get("moe_config") if isinstance(model_config, dict) else None
+    moe: tuple[tuple[str, ...], tuple[str, ...]]
+    if isinstance(moe_config, dict):  # Qwen2Config: moe_config {num_experts, top_k, ...}
+        moe = ((*config, "moe_config", "num_experts"), (*config, "moe_config", "top_k"))
+    else:  # LlaMoEConfig: moe_num_experts, num_experts_per_tok
+        moe = ((*config, "moe_num_experts"), (*config, "num_experts_per_tok"))
+    experts = take("model.experts", moe[0], ints)
+    values["model.architecture"] = "moe" if (experts or 0) > 1 else "dense"
+    if (experts or 0) > 1:
+        take("model.experts_per_token", moe[1], ints)
+        width = (*config, "moe_config", "moe_intermediate_size")
+        if take("model.moe_ffn_hidden_size", width, ints) is None:
+            take("model.moe_ffn_hidden_size", (*config, "intermediate_size"), ints)
+        if isinstance(moe_config, dict) and moe_config.get("enable_shared_expert") is True:
+            values["model.shared_experts"] = 1
+    else:
+        values.pop("model.experts", None)
     seq = take("model.seq_len", ("tokens", "sequence_length"), ints)
     mbs = take("training.micro_batch_size", ("tokens", "micro_batch_size"), ints)
     acc = ints((doc.data.get("tokens") or {}).get("batch_accumulation_per_replica"))
