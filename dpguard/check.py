@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from dpguard.catalog import Catalog, load_catalog
 from dpguard.findings import Finding, Severity
-from dpguard.frameworks.model import Extract, FrameworkError
+from dpguard.frameworks.detect import SHELL_SUFFIXES, sniff, yaml_format
+from dpguard.frameworks.model import Extract, FrameworkError, Origin
 from dpguard.manifest import Manifest, build_manifest
 from dpguard.sizing import manifest_warnings
 from dpguard.validate import validate
+from dpguard.yamlevents import Position
 from dpguard.yamlsource import SourceDoc, YamlLoadError, load_text, read_text
 
 if TYPE_CHECKING:  # judging imports the engine and the planner: only when policies are given
@@ -85,12 +87,18 @@ def load_any(
 ) -> tuple[SourceDoc, str, list[Finding], Mapping[str, Any]]:
     """(document, source format, findings of reading it, framework facts). A dpguard manifest
     loads as itself unless it has `source:`; a framework config is read and composed."""
-    from dpguard.frameworks.detect import sniff, yaml_format
-
     text = read_text(path)
     fmt = sniff(path, text)
     if fmt is not None:
         return _compose(lambda readers: readers.read(path, fmt), None, defaults)
+    if path.endswith(SHELL_SUFFIXES) or text.startswith("#!"):
+        raise FrameworkError(
+            "F005",
+            "a shell script without a Megatron-LM training command (no pretrain_*.py and no "
+            "--num-layers or parallel-size flag): not a config dpguard reads",
+            Origin(path, Position(1, 1)),
+            "megatron",
+        )
     doc = load_text(text, path)
     if "apiVersion" in doc.data or "kind" in doc.data:
         source = doc.data.get("source")

@@ -61,5 +61,6 @@ CODES: dict[str, str] = {
     "F002": "a framework config value dpguard cannot read or model (warning or info)",
     "F003": "a required fact no input provides (add it to a source: manifest or defaults:)",
     "F004": "a value the manifest and its framework config set differently",
-    "F005": "source: names a missing or unrecognised framework config",
+    "F005": "source: names a missing or unrecognised framework config, or a shell script is "
+    "not a Megatron-LM launcher",
 }

@@ -456,3 +456,12 @@ def test_nanotron_moe_and_a_debug_model_read_without_false_alarms(
     (entry,) = json.loads(capsys.readouterr().out)["files"]
     assert not [f for f in entry["findings"] if f["code"] == "X029"], entry["findings"]
     assert entry["manifest"]["model"]["total_params"] < 10**6  # X029's threshold
+
+
+def test_a_shell_script_that_launches_no_megatron_job_is_named_as_such(tmp_path: Path) -> None:
+    """Reviewed directly, a helper script (the model zoo's best_practice/*.sh) is no config
+    dpguard reads: one F005 saying so, not a YAML syntax error; the hook passes over it."""
+    path = write(tmp_path, "setup.sh", "#!/bin/bash\nset -e\npip install -r requirements.txt\n")
+    result = check_file(path)
+    assert [(f.code, f.line) for f in result.findings] == [("F005", 1)]
+    assert "not a config dpguard reads" in result.findings[0].message

@@ -113,8 +113,8 @@ def compose(
                 *at,
                 "F003",
                 Severity.ERROR,
-                f"{key} is not in {os.path.basename(extract.path)} (a {extract.format} "
-                f"config cannot say it): add {key} to "
+                f"{key} is not in {os.path.basename(extract.path)} ({extract.format}): add it "
+                "there if the format has it, or to "
                 + _WHERE.format(name=os.path.basename(extract.path)),
             )
         )

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+SHELL_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 _MEGATRON_FLAG = re.compile(
     r"--(?:tensor|pipeline)-model-parallel-size|--num-layers\b|pretrain_\w+\.py"
 )
@@ -30,7 +31,7 @@ def sniff(path: str, text: str) -> str | None:
         )
     if _TOML_TABLE.search(text) and re.search(r"^\s*[A-Za-z_][\w-]*\s*=", text, re.M):
         return "torchtitan"
-    if path.endswith((".sh", ".bash", ".slurm", ".sbatch")) or stripped.startswith("#!"):
+    if path.endswith(SHELL_SUFFIXES) or stripped.startswith("#!"):
         return "megatron" if _MEGATRON_FLAG.search(text) else None
     return None
 
