@@ -465,3 +465,17 @@ def test_a_shell_script_that_launches_no_megatron_job_is_named_as_such(tmp_path:
     result = check_file(path)
     assert [(f.code, f.line) for f in result.findings] == [("F005", 1)]
     assert "not a config dpguard reads" in result.findings[0].message
+
+
+def test_scheduler_variables_are_not_read_from_their_local_defaults(tmp_path: Path) -> None:
+    """NNODES=${SLURM_NNODES:-"1"} (Megatron-LM's Mixtral example) is the job's node count,
+    which Slurm sets at launch; the default 1 is for a local run: the GPU count is unknown,
+    never 8."""
+    text = (
+        '#!/bin/bash\nNNODES=${SLURM_NNODES:-"1"}\n'
+        "torchrun --nproc_per_node 8 --nnodes $NNODES pretrain_gpt.py --num-layers 32 \\\n"
+        "  --tensor-model-parallel-size 2\n"
+    )
+    extract = read(write(tmp_path, "train.sh", text), "megatron")
+    assert "cluster.gpus" not in extract.values
+    assert extract.values["parallelism.tensor"] == 2

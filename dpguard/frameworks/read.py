@@ -326,7 +326,8 @@ def _flagscale(doc: SourceDoc) -> Extract:
     per_node = runner.get("nproc_per_node") or Arg(
         8, Origin(doc.name, doc.position(("experiment", "runner")))
     )
-    nodes = runner.get("nnodes") or Arg(1, per_node.origin)
+    # without nnodes FlagScale runs one node, unless a hostfile lists them (only known at launch)
+    nodes = runner.get("nnodes") or Arg(None if "hostfile" in runner else 1, per_node.origin)
     extra, origins = _nodes_times_devices(nodes if runner else None, per_node if runner else None)
     values = dict(extra)
     dualpipev = (

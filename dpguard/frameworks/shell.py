@@ -93,6 +93,9 @@ class Script:
     sourced: tuple[tuple[str, Position], ...]  # `source FILE` / `. FILE`: not followed
 
 
+# Variables a job scheduler or MPI launcher sets in the job's environment (Slurm, PBS, LSF,
+# Open MPI, PMI/PMIx): a script's default for them is for a local run.
+_SCHEDULER_PREFIXES = ("SLURM_", "PBS_", "LSB_", "OMPI_", "PMI_", "PMIX_")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)")
 _COMPOUND_OPEN = frozenset({"if", "for", "while", "until", "case", "select"})
@@ -435,6 +438,11 @@ class _State:
             return
         name, index, op, default = match.groups()
         words = self.variables.get(name)
+        if words is None and name.startswith(_SCHEDULER_PREFIXES):
+            # ${SLURM_NNODES:-1}: the scheduler sets it for the job; the default only serves
+            # a run on one machine, so it says nothing about the cluster
+            yield "unknown", f"${name}, which the job scheduler sets at launch", position
+            return
         empty = words is None or (
             op is not None and op.startswith(":") and not any(w.text for w in words)
         )
