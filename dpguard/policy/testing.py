@@ -218,6 +218,12 @@ def run_case(
     from dpguard.check import judge  # imports the planner, which imports this package
 
     outcome, plan = judge(manifest, policies)
+    if "baseline" in case:
+        before = _baseline(doc, index, case, policies, catalog)
+        if isinstance(before, str):
+            failures.append(before)
+            return CaseResult(doc.name, line, col, case["name"], tuple(failures))
+        outcome = _judge_change(before, manifest, outcome, plan, policies)
     judged = tuple(replace(f, path=loaded.path or f.path) for f in outcome.findings)
     if waivers is not None:
         judged, _used = waivers.apply(judged)
@@ -240,6 +246,43 @@ def run_case(
     return CaseResult(
         result.file, line, col, result.name, tuple(failures), frozenset(fired), evaluated=True
     )
+
+
+def _baseline(
+    doc: SourceDoc, index: int, case: Mapping[str, Any], policies: Policies, catalog: Catalog
+) -> Any:
+    """The case's baseline judged as review --baseline judges the version at the base
+    revision (a change.model.Side), or a failure message when it is not a valid manifest."""
+    from dpguard.change.model import summarise
+    from dpguard.check import FileResult, judge
+
+    pseudo = {"manifest": case["baseline"], "patch": case.get("baseline_patch", {})}
+    loaded = _manifest_data(doc, index, pseudo)
+    at = Position(*doc.position(("cases", index, "baseline")))
+    bdoc = source_from_data(loaded.data, doc.name, at)
+    errors = [
+        f
+        for f in (*loaded.findings, *validate(bdoc, catalog, loaded.source_format != "dpguard"))
+        if f.severity is Severity.ERROR
+    ]
+    if errors:
+        return "the baseline is not a valid manifest: " + "; ".join(
+            f"{f.code} {f.message}" for f in errors
+        )
+    manifest = build_manifest(bdoc, catalog, loaded.source_format, loaded.framework)
+    outcome, plan = judge(manifest, policies)
+    result = FileResult(doc.name, outcome.findings, manifest, outcome, plan)
+    return summarise(result, policies, "error")
+
+
+def _judge_change(before: Any, manifest: Any, outcome: Any, plan: Any, policies: Policies) -> Any:
+    """The outcome with the change facts of a modified file and the rules that read them."""
+    from dpguard.change.model import change_facts, summarise
+    from dpguard.check import FileResult
+    from dpguard.policy.engine import judge_change
+
+    after = summarise(FileResult("", outcome.findings, manifest, outcome, plan), policies, "error")
+    return judge_change(policies, manifest, outcome, change_facts("modified", before, after))
 
 
 def _check(doc: SourceDoc, policies: Policies) -> None:
