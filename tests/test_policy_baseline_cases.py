@@ -107,3 +107,24 @@ def test_an_invalid_baseline_fails_the_case_with_the_reason(
     out = capsys.readouterr().out
     assert code == 1
     assert "the baseline is not a valid manifest: S004" in out
+
+
+def test_lint_says_which_rules_are_judged_only_on_a_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    team, _ = write(tmp_path)
+    odd = tmp_path / "odd.yaml"
+    odd.write_text(
+        TEAM.replace("team-cost", "odd")
+        .replace("COST001", "ODD001")
+        .replace(
+            "      all:\n        - {fact: change.status, in: [modified, renamed]}\n"
+            "        - {fact: change.gpu_hours_delta_fraction, gt: 0.10}\n",
+            "      {fact: cluster.gpus, gt: 100000}\n",
+        ),
+        encoding="utf-8",
+    )
+    assert main(["lint-policies", team, str(odd)]) == 0
+    out = capsys.readouterr().out
+    assert "note COST001 (team-cost) tests change.* facts: judged only by review --baseline" in out
+    assert "warning ODD001 (odd): its message uses change.gpu_hours_delta_fraction" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 HELP = "check policy sets (default: the shipped sets plus .dpguard.yaml layers)"
@@ -40,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     warnings = domain_warnings(policies)
     for warning in warnings:
         print(warning)
+    for note in change_notes(policies):
+        print(note)
     noted = f" ({len(warnings)} warning{'' if len(warnings) == 1 else 's'})" if warnings else ""
     print(f"{len(policies.sets)} policy sets, {len(policies.rules)} rules: ok{noted}")
     return ExitCode.OK
@@ -78,4 +81,28 @@ def domain_warnings(policies: Any) -> list[str]:
                     f"{doc.location(('rules', i))}: warning {rule.id} can never fire: no "
                     "manifest's facts are in range for every test of any branch"
                 )
+    return out
+
+
+_CHANGE_IN_MESSAGE = re.compile(r"\bchange\.[a-z_]+")
+
+
+def change_notes(policies: Any) -> list[str]:
+    """Rules on the change (change.* facts) are judged only when two versions are compared:
+    lint says which, and warns about a message that reads a change fact its rule never
+    tests (it would render as nothing in a plain review)."""
+    from dpguard.policy.engine import reads_change
+
+    out: list[str] = []
+    for rule in sorted(policies.rules, key=lambda r: r.id):
+        if reads_change(rule):
+            out.append(
+                f"note {rule.id} ({rule.policy}) tests change.* facts: judged only by review "
+                "--baseline, diff and policy test cases with a baseline"
+            )
+        elif used := sorted(set(_CHANGE_IN_MESSAGE.findall(rule.message))):
+            out.append(
+                f"warning {rule.id} ({rule.policy}): its message uses {', '.join(used)}, set "
+                "only for rules whose condition tests a change.* fact"
+            )
     return out
