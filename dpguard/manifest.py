@@ -98,6 +98,7 @@ class Model:
     ffn_hidden_size: int  # 4 x hidden_size unless written
     ffn_activation: str  # gelu | swiglu
     kv_heads: int  # attention_heads unless written
+    head_dim: int | None  # None: hidden_size / attention_heads
     attention: str  # mha | mla
     mla: MLA | None
     moe_ffn_hidden_size: int | None  # None: derived from the parameter totals
@@ -283,6 +284,7 @@ def build_manifest(
         ffn_hidden_size=m.get("ffn_hidden_size", 4 * m["hidden_size"]),
         ffn_activation=m.get("ffn_activation", "gelu"),
         kv_heads=m.get("kv_heads", m["attention_heads"]),
+        head_dim=m.get("head_dim"),
         attention=m.get("attention", "mha"),
         mla=MLA(**m["mla"]) if "mla" in m else None,
         moe_ffn_hidden_size=m.get("moe_ffn_hidden_size"),

@@ -64,6 +64,7 @@ class Architecture:
     ffn_hidden_size: int | None = None
     swiglu: bool = False
     kv_heads: int | None = None
+    head_dim: int | None = None  # None: hidden_size / attention_heads
     mla: MLA | None = None
     experts: int = 0
     experts_per_token: int = 0
@@ -101,6 +102,21 @@ class Architecture:
         return self.kv_heads or self.attention_heads
 
     @property
+    def q_width(self) -> float:
+        """Width of all query heads together (the o-projection's input): hidden_size unless the
+        heads are wider or narrower than hidden / heads (Qwen3's head_dim 128)."""
+        return (
+            float(self.attention_heads * self.head_dim)
+            if self.head_dim
+            else float(self.hidden_size)
+        )
+
+    @property
+    def kv_width(self) -> float:
+        """Width of the key (or value) heads together: kv_heads x head width."""
+        return self.q_width * self.kv / self.attention_heads
+
+    @property
     def dropout(self) -> bool:
         """GPT-style blocks (GeLU) train with dropout, Llama-style (SwiGLU) without: the masks
         are 1 byte per element (Korthikanti §4.1)."""
@@ -136,7 +152,8 @@ def attention_params(arch: Architecture) -> float:
     """Megatron theoretical_memory_usage.py L62-93 (biases and norms left out)."""
     h, a = arch.hidden_size, arch.attention_heads
     if arch.mla is None:
-        return 2.0 * h * h * (1 + arch.kv / a)  # q, o: h x h; k, v: h x h x kv/a
+        # q, o: h x (heads x head width); k, v: h x (kv heads x head width)
+        return 2.0 * h * (arch.q_width + arch.kv_width)
     m = arch.mla
     qk = m.qk_head_dim + m.qk_rope_head_dim
     q = h * a * qk if not m.q_lora_rank else m.q_lora_rank * (h + a * qk)
@@ -345,7 +362,7 @@ def layer_token_bytes(arch: Architecture, moe_layer: bool, training: TrainingSet
     seq += bf * h + mask * h
     gathered += norm_out * h
     if arch.mla is None:
-        tp += bf * h * (1 + 2 * arch.kv / a) + gemm * h + 4.0 * a
+        tp += bf * (arch.q_width + 2 * arch.kv_width) + gemm * arch.q_width + 4.0 * a
     else:
         m = arch.mla
         qk = m.qk_head_dim + m.qk_rope_head_dim
@@ -403,9 +420,8 @@ def op_checkpoint_token_bytes(
     # (output width, whole on every TP rank?) of each matmul, in execution order
     mms: list[tuple[float, bool]] = []
     if arch.mla is None:
-        kv = h * arch.kv / a
-        mms += [(h, False), (kv, False), (kv, False)]
-        attn_out = float(h)
+        mms += [(arch.q_width, False), (arch.kv_width, False), (arch.kv_width, False)]
+        attn_out = arch.q_width
     else:
         m = arch.mla
         qk = m.qk_head_dim + m.qk_rope_head_dim

@@ -80,6 +80,7 @@ def architecture(manifest: Manifest) -> memory.Architecture:
         ffn_hidden_size=m.ffn_hidden_size,
         swiglu=m.ffn_activation == "swiglu",
         kv_heads=m.kv_heads,
+        head_dim=m.head_dim,
         mla=m.mla if m.attention == "mla" else None,
         experts=m.experts or 0,
         experts_per_token=m.experts_per_token or 0,

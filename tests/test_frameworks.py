@@ -284,7 +284,8 @@ def test_a_computed_degree_fails_unless_a_manifest_supplies_it(tmp_path: Path) -
 
 
 # Published totals of the models behind torchtitan's flavors (model cards: Llama 3.1 8B/70B/405B,
-# DeepSeek-V2-Lite 15.7B, DeepSeek-V2 236B, DeepSeek-V3 671B, Qwen3 1.7B/8.2B/14.8B).
+# DeepSeek-V2-Lite 15.7B, DeepSeek-V2 236B, DeepSeek-V3 671B, Qwen3 0.6B/1.7B/4.0B/8.2B/14.8B/
+# 32.8B and the MoEs' 30.5B and 235B).
 PUBLISHED = {
     ("llama3", "8B"): 8.03e9,
     ("llama3", "70B"): 70.6e9,
@@ -292,9 +293,14 @@ PUBLISHED = {
     ("deepseek_v3", "16B"): 15.7e9,
     ("deepseek_v3", "236B"): 236e9,
     ("deepseek_v3", "671B"): 671e9,
+    ("qwen3", "0.6B"): 0.6e9,
     ("qwen3", "1.7B"): 1.7e9,
+    ("qwen3", "4B"): 4.0e9,
     ("qwen3", "8B"): 8.2e9,
     ("qwen3", "14B"): 14.8e9,
+    ("qwen3", "32B"): 32.8e9,
+    ("qwen3", "30B-A3B"): 30.5e9,
+    ("qwen3", "235B-A22B"): 235e9,
 }
 
 
@@ -396,7 +402,7 @@ def test_megatron_defaults_and_spellings_the_real_scripts_rely_on(tmp_path: Path
         "#!/bin/bash\n"
         "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 27 --hidden-size 2048 \\\n"
         "  --ffn-hidden-size 1408 --num-experts 64 --moe-layer-freq '[0]+[1]*26' \\\n"
-        "  --multi-latent-attention --kv-lora-rank 512 \\\n"
+        "  --multi-latent-attention --kv-lora-rank 512 --kv-channels 128 \\\n"
         "  --recompute-activations --sequence-parallel $(cat extra_args.txt)\n"
     )
     extract = read(write(tmp_path, "train.sh", text), "megatron")
@@ -404,6 +410,7 @@ def test_megatron_defaults_and_spellings_the_real_scripts_rely_on(tmp_path: Path
     assert values["training.sequence_parallel"] is True
     assert values["training.activation_recompute"] == "selective"
     assert values["model.moe_ffn_hidden_size"] == 1408
+    assert values["model.head_dim"] == 128  # --kv-channels
     assert values["model.dense_layers"] == 1
     assert values["model.mla"] == {
         "q_lora_rank": 0,

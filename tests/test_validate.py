@@ -767,7 +767,23 @@ def covered_rules() -> set[tuple[str, str]]:
     covered |= {("metadata.labels", "maxProperties"), ("metadata.name", "pattern")}
     covered |= {(parent, "additionalProperties") for parent, *_ in UNKNOWN}
     covered |= {(dotted, keyword) for dotted, keyword, *_ in SOURCE_CASES}
+    covered |= {(dotted, keyword) for dotted, keyword, *_ in HEAD_DIM_CASES}
     return {("metadata.labels.*", k) if d == "metadata.labels.team" else (d, k) for d, k in covered}
+
+
+# model.head_dim, which FULL (an MLA model) does not write: (keyword, value, code, message).
+HEAD_DIM_CASES = [
+    ("model.head_dim", "type", "'128'", "S003", "model.head_dim must be an integer"),
+    ("model.head_dim", "minimum", "0", "S004", "model.head_dim is 0; it must be at least 1"),
+    ("model.head_dim", "maximum", "65537", "S004", "it must be at most 65536"),
+]
+
+
+@pytest.mark.parametrize(("dotted", "keyword", "value", "code", "part"), HEAD_DIM_CASES)
+def test_head_dim_schema(dotted: str, keyword: str, value: str, code: str, part: str) -> None:
+    text = insert(FULL, "model", f"head_dim: {value}")
+    ((got, line, _col, message),) = findings(text)
+    assert (got, line) == (code, LINE["model"] + 1) and part in message, (keyword, message)
 
 
 # The `source:` key (docs/frameworks.md), each rule of its schema: (YAML, code, message part).
@@ -807,7 +823,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 74
+    assert len(list(properties(SCHEMA))) == 75
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:

@@ -183,6 +183,7 @@ def _derive_params(data: dict[str, Any], keys: dict, files: dict, name: str) -> 
             ffn_hidden_size=model.get("ffn_hidden_size"),
             swiglu=model.get("ffn_activation") == "swiglu",
             kv_heads=model.get("kv_heads"),
+            head_dim=model.get("head_dim"),
             mla=memory.MLA(**model["mla"])
             if model.get("attention") == "mla" and "mla" in model
             else None,

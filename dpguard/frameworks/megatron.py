@@ -65,6 +65,7 @@ _INTEGERS = [
     "ffn_hidden_size",
     "num_attention_heads",
     "num_query_groups",
+    "kv_channels",
     "seq_length",
     "num_experts",
     "moe_router_topk",
@@ -368,6 +369,7 @@ def to_manifest(
     # dialects have no switch
     if groups is not None and (fmt != "megatron" or _true(args.get("group_query_attention"))):
         b.set("model.kv_heads", groups, "num_query_groups")
+    b.set("model.head_dim", g("kv_channels"), "kv_channels")  # Qwen3: 128 over 64-wide heads
     if _true(args.get("multi_latent_attention")):
         b.set("model.attention", "mla", "multi_latent_attention")
         # an absent rank takes its default: argparse's for the command-line dialects (no
