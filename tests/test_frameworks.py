@@ -486,3 +486,20 @@ def test_scheduler_variables_are_not_read_from_their_local_defaults(tmp_path: Pa
     extract = read(write(tmp_path, "train.sh", text), "megatron")
     assert "cluster.gpus" not in extract.values
     assert extract.values["parallelism.tensor"] == 2
+
+
+def test_expert_parallelism_without_experts_leaves_the_architecture_to_a_manifest(
+    tmp_path: Path,
+) -> None:
+    """A Megatron-Bridge override file sets expert_model_parallel_size while its Python recipe
+    sets the experts: the model is not assumed dense (which X006 would then reject)."""
+    text = (
+        "model: {num_layers: 61, expert_model_parallel_size: 32}\ntrain: {global_batch_size: 8}\n"
+    )
+    path = write(tmp_path, "kimi_override.yaml", text)
+    extract = read(path, "bridge")
+    assert "model.architecture" not in extract.values
+    assert "model.architecture" in extract.undetermined
+    result = check_file(path)
+    codes = {f.code for f in result.findings}
+    assert "X006" not in codes and "F003" in codes

@@ -355,7 +355,13 @@ def to_manifest(
 
     experts = g("num_experts")
     moe = (experts or 0) > 1
-    b.set("model.architecture", "moe" if moe else "dense", "num_experts", "num_layers")
+    ep = g("expert_model_parallel_size")
+    if not moe and (ep or 1) > 1 and "num_experts" not in args:
+        # expert parallelism without the experts: an override file whose recipe (Python, as
+        # Megatron-Bridge's) sets them; calling it dense would be a guess, and a wrong one
+        b.undetermined["model.architecture"] = args["expert_model_parallel_size"].origin
+    else:
+        b.set("model.architecture", "moe" if moe else "dense", "num_experts", "num_layers")
     b.set("model.layers", layers, "num_layers")
     b.set("model.hidden_size", g("hidden_size"), "hidden_size")
     b.set("model.attention_heads", g("num_attention_heads"), "num_attention_heads")
