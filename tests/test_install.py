@@ -137,6 +137,11 @@ def test_wheel_ships_the_data_directories(installed: Installed) -> None:
                 inside = f"dpguard/{folder}/{path.relative_to(source / folder).as_posix()}"
                 assert inside in names, f"{path.relative_to(source)} is not in the wheel"
     assert not any(n.startswith(("tests/", "examples/", "policies/", "schemas/")) for n in names)
+    # Every module of the package reaches the wheel (pyproject lists the subpackages one by
+    # one: a new subpackage left out installs without its code).
+    for path in sorted((REPO / "dpguard").rglob("*.py")):
+        module = path.relative_to(REPO).as_posix()
+        assert module in names, f"{module} is not in the wheel (pyproject: packages)"
 
 
 def test_installed_package_is_the_wheel_not_the_checkout(installed: Installed) -> None:
