@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -529,7 +530,8 @@ def test_a_cost_setting_without_a_currency_is_refused(
 def test_action_yml_is_a_valid_github_action(tmp_path: Path) -> None:
     """Against the published GitHub Action schema (SchemaStore's, which check-jsonschema ships:
     no network needed)."""
-    tool = shutil.which("check-jsonschema", path=str(Path(os.__file__).parent)) or shutil.which(
+    # next to this interpreter (the test environment's own), else on PATH
+    tool = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or shutil.which(
         "check-jsonschema"
     )
     assert tool, "check-jsonschema is a test dependency"
