@@ -111,14 +111,20 @@ def _megatron(plan: Plan, args: list[tuple[str, Any]]) -> list[str]:
         else:
             lines.append(f"    {_flag(name)} {value}")
     lines.append(")")
-    cluster = plan.manifest.cluster
-    nodes = max(cluster.gpus // cluster.gpus_per_node, 1)
+    nodes, per_node = _nodes(plan)
     lines += [
         "# The training command: your entry point and its other arguments, with these:",
-        f"torchrun --nproc_per_node {min(cluster.gpus, cluster.gpus_per_node)} --nnodes {nodes} "
+        f"torchrun --nproc_per_node {per_node} --nnodes {nodes} "
         'pretrain_gpt.py "${DPGUARD_PLAN_ARGS[@]}"',
     ]
     return lines
+
+
+def _nodes(plan: Plan) -> tuple[int, int]:
+    """(nodes, GPUs per node) of the plan's cluster, as launchers take them."""
+    cluster = plan.manifest.cluster
+    per_node = min(cluster.gpus, cluster.gpus_per_node)
+    return -(-cluster.gpus // per_node), per_node
 
 
 def _yaml_value(value: Any) -> str:
@@ -145,7 +151,6 @@ def _switches(args: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
 
 
 def _nemo(plan: Plan, args: list[tuple[str, Any]]) -> list[str]:
-    cluster = plan.manifest.cluster
     names = {
         "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size",
         "recompute_granularity": "activations_checkpoint_granularity",
@@ -163,10 +168,8 @@ def _nemo(plan: Plan, args: list[tuple[str, Any]]) -> list[str]:
             model.append((names.get(name, name), value))
     if optim:
         model.append(("optim", {"name": "distributed_fused_adam"}))
-    trainer = [
-        ("num_nodes", max(cluster.gpus // cluster.gpus_per_node, 1)),
-        ("devices", min(cluster.gpus, cluster.gpus_per_node)),
-    ]
+    nodes, per_node = _nodes(plan)
+    trainer = [("num_nodes", nodes), ("devices", per_node)]
     return _yaml((("trainer", trainer), ("model", model)))
 
 
@@ -174,11 +177,10 @@ def _flagscale(plan: Plan, args: list[tuple[str, Any]]) -> list[str]:
     batch = ("micro_batch_size", "global_batch_size")
     system = [(k, v) for k, v in _switches(args) if k not in batch]
     model = [(k, v) for k, v in _switches(args) if k in batch]
-    cluster = plan.manifest.cluster
+    nodes, per_node = _nodes(plan)
     return [
-        "# train/<name>.yaml (the experiment file's runner: nnodes "
-        f"{max(cluster.gpus // cluster.gpus_per_node, 1)}, nproc_per_node "
-        f"{min(cluster.gpus, cluster.gpus_per_node)})",
+        f"# train/<name>.yaml (the experiment file's runner: nnodes {nodes}, "
+        f"nproc_per_node {per_node})",
         *_yaml((("system", system), ("model", model))),
     ]
 
