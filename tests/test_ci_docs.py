@@ -32,6 +32,7 @@ from typing import Any
 
 import jsonschema
 import yaml
+from gitrepo import git
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "ci.md"
@@ -76,18 +77,6 @@ def test_readme_links_the_ci_docs() -> None:
 
 
 # ---- a repository whose last commit changes some files -----------------------------------------
-
-
-def git(cwd: Path, *argv: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *argv],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return done.stdout.strip()
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from gitrepo import git
 
 from dpguard.cli import main
 
@@ -23,18 +24,6 @@ EXAMPLES = REPO / "examples"
 SCHEMA = json.loads((REPO / "schemas" / "diff.schema.json").read_text(encoding="utf-8"))
 SMALL = (EXAMPLES / "small-dense.yaml").read_text(encoding="utf-8")
 MOE = (EXAMPLES / "frontier-moe.yaml").read_text(encoding="utf-8")
-
-
-def git(cwd: Path, *argv: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *argv],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return done.stdout.strip()
 
 
 def scratch(root: Path, base: dict[str, str], head: dict[str, str | None]) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from gitrepo import git
 
 from dpguard.cli import main
 
@@ -141,18 +142,6 @@ def pre_commit(*argv: str, cwd: Path, home: Path) -> subprocess.CompletedProcess
         timeout=600,
         check=False,
     )
-
-
-def git(cwd: Path, *argv: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *argv],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return done.stdout.strip()
 
 
 def test_published_hooks_are_valid_and_listed(tmp_path: Path) -> None:

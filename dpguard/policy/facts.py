@@ -580,16 +580,17 @@ LATE_FACTS = frozenset(
 
 def manifest_facts(manifest: Manifest) -> dict[str, Any]:
     """Flat fact values read from the manifest (decision/plan facts come from the engine)."""
-    d = manifest.to_dict()
     facts: dict[str, Any] = {"metadata.name": manifest.name, "metadata.owner": manifest.owner}
     facts.update((LABELS + k, v) for k, v in manifest.labels.items() if label_fact(LABELS + k))
     for path in FACTS:
         root, _, rest = path.partition(".")
         if root in ("cluster", "model", "training", "parallelism", "communication"):
-            node: Any = d.get(root)
+            # attribute by attribute: Manifest.to_dict (dataclasses.asdict) costs as much as
+            # the rest of judging a file, twice per review
+            node: Any = getattr(manifest, root)
             for part in rest.split("."):
-                node = node.get(part) if isinstance(node, dict) else None
-            facts[path] = node
+                node = getattr(node, part, None)
+            facts[path] = list(node) if isinstance(node, tuple) else node
     for spec in FRAMEWORK:
         facts[spec.path] = manifest.framework.get(spec.path)
     facts["framework.format"] = manifest.source_format
