@@ -674,7 +674,15 @@ def estimate(
             dense + expert,
         )
 
-    stage_states = [states(stage) for stage in range(pipeline.stages)]
+    # stages of the same size and kind hold the same states: sized once per kind (a deep
+    # pipeline has 64 stages and two or three kinds)
+    kinds: dict[tuple[int, int, bool, bool], tuple[float, float, float, float]] = {}
+    stage_states = []
+    for stage, layers in enumerate(stages):
+        kind = (len(layers), arch.moe_layers_in(layers), stage == 0, stage == last_stage)
+        if kind not in kinds:
+            kinds[kind] = states(stage)
+        stage_states.append(kinds[kind])
 
     def stage_act(layers: range) -> float:
         moe = arch.moe_layers_in(layers)
