@@ -546,3 +546,12 @@ def test_no_colour_in_an_output_file(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     target = tmp_path / "report.txt"
     assert text_on(Terminal(), monkeypatch, "-o", str(target), "examples/frontier-moe.yaml") == ""
     assert target.read_text(encoding="utf-8").splitlines()[1] == PLAIN
+
+
+def test_review_offers_exactly_the_registered_formats() -> None:
+    """review names its --format choices without importing the renderers (a fast --help and
+    fast commands that write no review report); they must stay the registry's."""
+    from dpguard.commands.review import FORMATS
+    from dpguard.reporters import formats
+
+    assert tuple(formats()) == FORMATS
