@@ -169,7 +169,12 @@ def untied(manifest: Manifest, schedule: str | None) -> bool:
 
 
 def _judge(
-    policies: Policies, manifest: Manifest, s: sizing.Strategy, mbs: int, schedule: str
+    policies: Policies,
+    manifest: Manifest,
+    s: sizing.Strategy,
+    mbs: int,
+    schedule: str,
+    priced: bool = True,
 ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """Evaluate a strategy with `schedule` by the same rules a proposal gets: (rejects and
     refusals of this schedule, warnings)."""
@@ -192,7 +197,7 @@ def _judge(
         data_parallel=sizing.data_parallel(manifest, s),
         microbatches=s.microbatches,
     )
-    outcome = evaluate(policies, planned, manifest_facts(planned))
+    outcome = evaluate(policies, planned, manifest_facts(planned), priced)
     # A refusal that only redirected the decision (to this plan's schedule) is already in
     # `plan.outcome.redirects`; keep the refusals that refuse this plan's own schedule.
     refusing = {r.id for r in policies.rules if r.kind == "refuse" and r.refuses_schedule(schedule)}
@@ -320,6 +325,7 @@ def judge_schedules(plan: Plan, policies: Policies) -> dict[str, tuple[str, ...]
         if c.bubble is None or plan.strategy is None:
             continue
         s = replace(plan.strategy, schedule=c.schedule, virtual_stages=c.virtual_stages)
-        findings, _ = _judge(policies, plan.manifest, s, plan.micro_batch_size, c.schedule)
+        # only the ids are kept: no remedies priced for messages nobody reads
+        findings, _ = _judge(policies, plan.manifest, s, plan.micro_batch_size, c.schedule, False)
         out[c.schedule] = tuple(dict.fromkeys(f.code for f in findings))
     return out

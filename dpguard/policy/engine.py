@@ -62,7 +62,11 @@ def _finding(
     return Finding(path, line, col, rule.id, severity, message, kind=rule.kind)
 
 
-def evaluate(policies: Policies, manifest: Manifest, base_facts: Mapping[str, Any]) -> Outcome:
+def evaluate(
+    policies: Policies, manifest: Manifest, base_facts: Mapping[str, Any], priced: bool = True
+) -> Outcome:
+    """The decision, refusals and findings for `manifest`. `priced` False leaves out the
+    memory remedies (four more estimates) for callers that keep only which rules fired."""
     facts = dict(base_facts)
     findings: list[Finding] = []
     decision = next((r for r in policies.by_kind("decision") if r.when.holds(facts)), None)
@@ -118,7 +122,8 @@ def evaluate(policies: Policies, manifest: Manifest, base_facts: Mapping[str, An
         or (schedule == decision.recommend and proposed in decision.acceptable)
     )
     facts["proposal.refused"] = None if proposed is None else proposal_refusal is not None
-    facts.update(sized_facts(manifest, policies.settings, schedule, policies.uses))
+    uses = policies.uses if priced else policies.uses - {"proposal.memory_remedies"}
+    facts.update(sized_facts(manifest, policies.settings, schedule, uses))
     findings += _judged(policies, manifest, facts, planned=False)
     return Outcome(decision, schedule, tuple(redirects), tuple(sorted(findings)), facts)
 

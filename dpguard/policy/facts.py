@@ -680,7 +680,7 @@ def sized_facts(
         facts["proposal.memory_verdict"] = verdict
         facts["proposal.stage_fits"] = verdict == "fits"
         facts["proposal.replication_gb"] = worst.replica / sizing.GIB
-        if verdict != "fits":
+        if verdict != "fits" and "proposal.memory_remedies" in uses:
             priced = sizing.remedies(manifest, strategy(sized_as), settings)
             facts["proposal.memory_remedies"] = (
                 "; ".join(f"{change} -> {gib:.1f} GiB" for change, gib in priced) or None
