@@ -3,6 +3,7 @@ processes skip the schema validation and the message lint for exactly those byte
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,23 @@ def test_no_cache_when_disabled_or_unwritable(tmp_path, monkeypatch):
     monkeypatch.setenv("DPGUARD_CACHE_DIR", str(blocker / "cache"))
     policies = load_policies([])
     assert len(policies.rules) > 0
+
+
+def test_the_facts_messages_read_are_remembered_not_reparsed(cache, monkeypatch):
+    """The facts the rules' messages read decide which costly facts are computed; once
+    remembered, a later process takes them from the cache without parsing a template, and
+    other messages are another key."""
+    first = load_policies([]).uses
+    assert "proposal.memory_remedies" in first  # only ADV004's and HR009's messages read it
+    parsed: list[str] = []
+    real = load.templates.referenced_facts
+
+    def counting(source: str) -> set[str]:
+        parsed.append(source)
+        return real(source)
+
+    monkeypatch.setattr(load.templates, "referenced_facts", counting)
+    rules = load_policies([]).rules
+    assert load._uses(rules) == first and parsed == []
+    other = (*rules[:-1], dataclasses.replace(rules[-1], message="{{ model.layers }}"))
+    assert "model.layers" in load._uses(other) and len(parsed) == len(rules)
