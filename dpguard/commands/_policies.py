@@ -13,6 +13,21 @@ if TYPE_CHECKING:
     from dpguard.policy.model import Policies
 
 
+def add_report_options(parser: argparse.ArgumentParser, formats: Sequence[str]) -> None:
+    """--format and --output of the commands that write a report (review, diff)."""
+    parser.add_argument(
+        "--format", choices=formats, default="text", help="report format (default: text)"
+    )
+    parser.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        default=None,
+        help="write the report to FILE (atomically: a temporary file, then a rename) "
+        "instead of stdout",
+    )
+
+
 def add_policy_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",

@@ -22,20 +22,11 @@ FORMATS = ("text", "json", "markdown", "github")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from dpguard.commands._policies import add_policy_option
+    from dpguard.commands._policies import add_policy_option, add_report_options
 
     parser.add_argument("old", metavar="OLD", help="the manifest before the change")
     parser.add_argument("new", metavar="NEW", help="the manifest after the change")
-    parser.add_argument(
-        "--format", choices=FORMATS, default="text", help="report format (default: text)"
-    )
-    parser.add_argument(
-        "--output",
-        "-o",
-        metavar="FILE",
-        default=None,
-        help="write the report to FILE (atomically) instead of stdout",
-    )
+    add_report_options(parser, FORMATS)
     add_policy_option(parser)
     parser.add_argument(
         "--fail-on",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dpguard.commands._policies import add_policy_option
+from dpguard.commands._policies import add_policy_option, add_report_options
 from dpguard.errors import DpguardError
 
 HELP = "check training manifests (many files per call, as pre-commit passes them)"
@@ -26,17 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and framework configs under it, as the pre-commit hook selects them (--only-manifests; "
         ".git and hidden directories skipped)",
     )
-    parser.add_argument(
-        "--format", choices=FORMATS, default="text", help="report format (default: text)"
-    )
-    parser.add_argument(
-        "--output",
-        "-o",
-        metavar="FILE",
-        default=None,
-        help="write the report to FILE (atomically: a temporary file, then a rename) "
-        "instead of stdout",
-    )
+    add_report_options(parser, FORMATS)
     parser.add_argument(
         "--only-manifests",
         action="store_true",
