@@ -503,3 +503,17 @@ def test_expert_parallelism_without_experts_leaves_the_architecture_to_a_manifes
     result = check_file(path)
     codes = {f.code for f in result.findings}
     assert "X006" not in codes and "F003" in codes
+
+
+def test_a_bridge_override_without_top_k_leaves_it_to_a_manifest(tmp_path: Path) -> None:
+    """Megatron-Bridge YAML overrides a Python recipe: an MoE override that does not say
+    moe_router_topk gets no top-k of 2 (Megatron's argparse default) but an F003 for it."""
+    text = "model: {num_layers: 61, num_moe_experts: 384}\ntrain: {global_batch_size: 8}\n"
+    extract = read(write(tmp_path, "kimi.yaml", text), "bridge")
+    assert "model.experts_per_token" not in extract.values
+    assert "model.experts_per_token" in extract.undetermined
+    with_topk = text.replace("384}", "384, moe_router_topk: 8}")
+    assert (
+        read(write(tmp_path, "kimi8.yaml", with_topk), "bridge").values["model.experts_per_token"]
+        == 8
+    )

@@ -389,7 +389,12 @@ def to_manifest(
             b.set("model.mla", ranks, "q_lora_rank", "kv_lora_rank", "multi_latent_attention")
     if moe:
         b.set("model.experts", experts, "num_experts")
-        b.set("model.experts_per_token", g("moe_router_topk") or 2, "moe_router_topk")
+        if fmt == "bridge" and "moe_router_topk" not in args:
+            # a Bridge YAML overrides a Python recipe, which sets the top-k (Kimi K2: 8);
+            # Megatron's default of 2 would be a guess
+            b.undetermined["model.experts_per_token"] = args["num_experts"].origin
+        else:
+            b.set("model.experts_per_token", g("moe_router_topk") or 2, "moe_router_topk")
         # arguments.py: an absent --moe-ffn-hidden-size is --ffn-hidden-size
         width = g("moe_ffn_hidden_size") or g("ffn_hidden_size")
         b.set("model.moe_ffn_hidden_size", width, "moe_ffn_hidden_size", "ffn_hidden_size")
