@@ -105,6 +105,15 @@ class Baseline:
             at += size + 1  # the content, then a newline
         return out
 
+    def files_under(self, directory: str) -> list[str]:
+        """The repository paths of the files under `directory` (as given) at this revision."""
+        prefix = self.relative(directory).rstrip("/")
+        done = _git(self.root, "ls-tree", "-r", "-z", "--name-only", self.commit, "--", prefix)
+        if done.returncode:
+            raise RevisionError(f"cannot list {directory} at {self.name}: {_stderr(done)}")
+        names = bytes(done.stdout).decode("utf-8", "surrogateescape").split("\0")
+        return sorted(name for name in names if name)
+
     def renames(self) -> dict[str, str]:
         """{path now: path at the revision} for files git's rename detection pairs between this
         revision and the work tree."""

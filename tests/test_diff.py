@@ -659,3 +659,27 @@ def test_gitlab_cost_recipe(tmp_path: Path) -> None:
     body = (record / "body.md").read_text(encoding="utf-8")
     assert body == (root / "dpguard-cost.md").read_text(encoding="utf-8")
     assert "### `runs/moe.yaml`: modified since " in body
+
+
+def test_a_directory_under_a_baseline_compares_what_the_hook_would_pass(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """review --baseline REV DIR: the manifests under DIR now and at REV, so a manifest
+    deleted from the directory is reported as removed; other files are left alone."""
+    base = scratch(
+        repo,
+        {"runs/moe.yaml": MOE, "runs/gone.yaml": SMALL, "runs/notes.txt": "x\n"},
+        {
+            "runs/moe.yaml": MOE.replace("pipeline: 16", "pipeline: 8"),
+            "runs/gone.yaml": None,
+            "runs/added.yaml": (EXAMPLES / "no-pipeline.yaml").read_text(encoding="utf-8"),
+            "runs/k8s.yaml": "apiVersion: v1\nkind: ConfigMap\n",
+        },
+    )
+    os.chdir(repo)
+    _, data = diff_json(capsys, "review", "--baseline", base, "runs")
+    assert {p: c["status"] for p, c in by_path(data).items()} == {
+        "runs/moe.yaml": "modified",
+        "runs/gone.yaml": "removed",
+        "runs/added.yaml": "added",
+    }

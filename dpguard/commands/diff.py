@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -94,9 +95,23 @@ def run_baseline(args: argparse.Namespace) -> int:
 
     baseline = gitrev.resolve(args.baseline)
     keep = None
-    if args.only_manifests:
+    directories = [path for path in args.files if os.path.isdir(path)]
+    if args.only_manifests or directories:
+        # a directory stands for what the hook would pass of it, now and at the baseline
         from dpguard.commands.review import declares_manifest
 
         keep = declares_manifest
-    files = list(dict.fromkeys(args.files))
+    files = list(args.files)
+    if directories:
+        from dpguard.commands._files import EXTENSIONS, expand
+
+        files, _ = expand(args.files)
+        for directory in directories:  # files under it that are gone now: removed
+            for rel in baseline.files_under(directory):
+                parts = rel.split("/")
+                hidden = any(part.startswith(".") for part in parts)
+                shown = baseline.display(rel)
+                if not hidden and rel.endswith(EXTENSIONS) and not os.path.exists(shown):
+                    files.append(shown)
+    files = list(dict.fromkeys(files))
     return _run(args, files, lambda r: against_revision(baseline, files, r, keep))
