@@ -96,6 +96,12 @@ class Catalog:
         """Sorted ids, for listings and "did you mean" suggestions."""
         return tuple(sorted(acc.id for acc in self.accelerators))
 
+    def hint(self, name: str) -> str:
+        """The "did you mean" suffix for an unknown accelerator name: the same chip only."""
+        from dpguard.hints import accelerator_hint
+
+        return accelerator_hint(name, [(a.id, a.aliases) for a in self.accelerators])
+
 
 def _fail(source: str, where: str, message: str) -> ConfigError:
     return ConfigError(f"{where}: {message}", source)

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from dpguard.catalog import Catalog
-from dpguard.hints import accelerator_hint
 from dpguard.manifest import derived_sizes, parse_quantity
 from dpguard.yamlsource import Path, SourceDoc
 
@@ -73,10 +72,6 @@ _PLAUSIBLE_MIN = {"model.total_params": 10**6, "model.active_params": 10**6}
 _PLAUSIBLE_MIN["training.tokens"] = 10**6
 
 
-def _entries(catalog: Catalog) -> list[tuple[str, tuple[str, ...]]]:
-    return [(a.id, a.aliases) for a in catalog.accelerators]
-
-
 def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str, str]]:
     """(dotted path, code, message) for each cross-field problem. Sources in docs/manifest.md."""
     for path, limit in _QUANTITY_MAX.items():
@@ -102,7 +97,7 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
         yield (
             "cluster.accelerator",
             "X012",
-            f"unknown accelerator {name!r}{accelerator_hint(name, _entries(catalog))}; known: "
+            f"unknown accelerator {name!r}{catalog.hint(name)}; known: "
             f"{', '.join(catalog.ids())}, or custom",
         )
     if isinstance(name, str) and name.lower() == "custom":

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from enum import IntEnum
 
 from dpguard.findings import Finding, Severity
@@ -112,14 +111,3 @@ def epilog(command: str | None = None) -> str:
 
 def blocking(finding: Finding, fail_on: str = "error") -> bool:
     return not finding.waived and finding.severity in FAIL_ON[fail_on]
-
-
-def review_exit_code(
-    findings: Iterable[Finding], input_errors: int = 0, fail_on: str = "error"
-) -> ExitCode:
-    """2 if any path could not be read at all, else 1 if any finding blocks, else 0."""
-    if input_errors:
-        return ExitCode.CANNOT_RUN
-    if any(blocking(f, fail_on) for f in findings):
-        return ExitCode.FAILED
-    return ExitCode.OK

@@ -23,6 +23,16 @@ MAX_INT_DIGITS = 30
 Path = tuple[str | int, ...]
 
 
+def value_at(data: Any, path: Path | tuple[str, ...]) -> Any:
+    """The value at `path` in nested mappings, None where a key is missing."""
+    node = data
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
 class Position(NamedTuple):
     """1-based line and column."""
 

@@ -12,6 +12,7 @@ from dpguard import __version__
 from dpguard.change.model import Change, ChangeReport, KeyChange, Side
 from dpguard.findings import Finding, Severity
 from dpguard.policy.templates import pct
+from dpguard.reporters.model import finding_dict
 
 DIFF_VERSION = 1
 MARKER = "<!-- dpguard-diff -->"
@@ -21,16 +22,7 @@ MARKER = "<!-- dpguard-diff -->"
 
 
 def _finding(f: Finding) -> dict[str, Any]:
-    return {
-        "path": f.path,
-        "code": f.code,
-        "kind": f.kind,
-        "severity": f.severity.value,
-        "message": f.message,
-        "line": f.line,
-        "column": f.col,
-        "waived": f.waived,
-    }
+    return {"path": f.path, **finding_dict(f)}
 
 
 def side_dict(side: Side | None) -> dict[str, Any] | None:
@@ -252,11 +244,6 @@ def status_text(change: Change, report: ChangeReport) -> str:
 # ---- text ----------------------------------------------------------------------------------
 
 
-def _line(f: Finding) -> str:
-    waived = " (waived)" if f.waived else ""
-    return f"{f.path}:{f.line}:{f.col}: {f.severity.value} {f.code} {f.message}{waived}"
-
-
 def render_text(report: ChangeReport, *, color: bool = False) -> str:
     lines: list[str] = []
     cur = report.currency
@@ -273,8 +260,8 @@ def render_text(report: ChangeReport, *, color: bool = False) -> str:
             f"verdict {arrow(verdict(b), verdict(a))}"
         )
         lines += [f"  changed: {key_text(k)}" for k in c.keys]
-        lines += [f"  + {_line(f)}" for f in c.added]
-        lines += [f"  - {_line(f)} (resolved)" for f in c.resolved]
+        lines += [f"  + {f.format()}" for f in c.added]
+        lines += [f"  - {f.format()} (resolved)" for f in c.resolved]
     for path, why in report.unreadable:
         lines.append(f"{path}: cannot be compared: {why}")
     lines += total_lines(report)

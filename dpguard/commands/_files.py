@@ -14,16 +14,19 @@ not followed. A file named on the command line is checked as before, whatever it
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 # identify's extensions for the hook's types, less formats no training config uses.
 EXTENSIONS = (".yaml", ".yml", ".sh", ".bash", ".zsh", ".ksh", ".toml", ".json")
 SHELLS = frozenset(("sh", "bash", "dash", "ash", "ksh", "zsh"))  # interpreters identify calls shell
 
 
-def expand(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+def expand(
+    paths: Sequence[str], keep: Callable[[str], bool] | None = None
+) -> tuple[list[str], list[str]]:
     """(the files to check, the directories that held none), in command-line order; a path
-    named twice is checked once."""
+    named twice is checked once. `keep` filters the files named outright; those found in a
+    directory have passed the hook's selection already."""
     out: list[str] = []
     empty: list[str] = []
     for path in paths:
@@ -32,7 +35,7 @@ def expand(paths: Sequence[str]) -> tuple[list[str], list[str]]:
             out += found
             if not found:
                 empty.append(path)
-        else:
+        elif keep is None or keep(path):
             out.append(path)
     return list(dict.fromkeys(out)), empty
 

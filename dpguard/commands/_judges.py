@@ -8,7 +8,8 @@ broken one stops the whole call (exit 2) before a report is half written."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,3 +57,15 @@ def judges(
 
     per_path = {path: judge_of(discovery.for_file(path)) for path in paths}
     return per_path, (None if paths else judge_of(discovery.here()))
+
+
+def warn_unused_waivers(
+    judge_of: Mapping[str, Judge], used: Mapping[str, set[int]], checked: Sequence[str] | None
+) -> None:
+    """The unused-waiver warnings of every config that judged a file, on stderr (`checked`:
+    see Waivers.unused_warnings)."""
+    for judge in {j.config.path: j for j in judge_of.values()}.values():
+        if judge.waivers is not None:
+            hits = used.get(judge.config.path, set())
+            for warning in judge.waivers.unused_warnings(hits, checked):
+                print(warning, file=sys.stderr)

@@ -47,7 +47,7 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     from dpguard.change import FORMATS as CHANGE_FORMATS
     from dpguard.change import render_change
     from dpguard.change.collect import Run
-    from dpguard.commands._judges import judges
+    from dpguard.commands._judges import judges, warn_unused_waivers
     from dpguard.exitcodes import ExitCode
     from dpguard.reporters import Report, emit, write_atomic
     from dpguard.reporters import render as render_review
@@ -57,10 +57,7 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     fallback = here or next(iter(judge_of.values()))
     run = Run(lambda p: judge_of.get(p, fallback), load_catalog(), {})
     report = compare(run)
-    for judge in {j.config.path: j for j in judge_of.values()}.values():
-        if judge.waivers is not None:
-            for warning in judge.waivers.unused_warnings(run.used.get(judge.config.path, set())):
-                print(warning, file=sys.stderr)
+    warn_unused_waivers(judge_of, run.used, None)
     for _path, why in report.unreadable:
         print(f"dpguard: error: {why}", file=sys.stderr)
     failed = any(c.after is not None and not c.after.passed for c in report.changes)

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     from dpguard.catalog import load_catalog
     from dpguard.check import FileResult, check_file
-    from dpguard.commands._judges import judges
+    from dpguard.commands._judges import judges, warn_unused_waivers
     from dpguard.errors import InputError
     from dpguard.exitcodes import ExitCode
     from dpguard.reporters import Report, emit, render, write_atomic
@@ -101,10 +101,9 @@ def run(args: argparse.Namespace) -> int:
     today = args.date or dt.date.today()
     from dpguard.commands._files import expand
 
-    files, empty = expand(args.files)
+    paths, empty = expand(args.files, declares_manifest if args.only_manifests else None)
     for directory in empty:
         print(f"dpguard: {directory}: no manifest or framework config under it", file=sys.stderr)
-    paths = [p for p in files if declares_manifest(p)] if args.only_manifests else files
     # Each file is judged by the nearest .dpguard.yaml above it (or --config); a broken policy,
     # config or waivers file any of them needs stops everything: exit 2.
     judge_of, here = judges(paths, args.policy, args.config, args.fail_on, today)
@@ -127,12 +126,7 @@ def run(args: argparse.Namespace) -> int:
         except InputError as exc:  # report it, keep checking the others, exit 2 at the end
             print(f"dpguard: error: {exc}", file=sys.stderr)
             unreadable.append((path, str(exc)))
-    for judge in {j.config.path: j for j in judge_of.values()}.values():
-        if judge.waivers is not None:
-            checked = None if args.report_unused_waivers else paths
-            hits = used.get(judge.config.path, set())
-            for warning in judge.waivers.unused_warnings(hits, checked):
-                print(warning, file=sys.stderr)
+    warn_unused_waivers(judge_of, used, None if args.report_unused_waivers else paths)
     first = here or next(iter(judge_of.values()))
     report = Report(tuple(results), first.fail_on, first.policies, tuple(unreadable))
     summary = report.summary()

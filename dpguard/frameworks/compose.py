@@ -19,7 +19,7 @@ from typing import Any
 from dpguard import resources
 from dpguard.findings import Finding, Severity
 from dpguard.frameworks.model import Extract, Origin
-from dpguard.yamlevents import Path, Position, SourceDoc
+from dpguard.yamlevents import Path, Position, SourceDoc, value_at
 
 # Where a missing fact goes, in the message naming it.
 _WHERE = "a manifest with `source: {{path: {name}}}` or `defaults:` in .dpguard.yaml"
@@ -80,7 +80,7 @@ def compose(
                 put(path, value, Origin(manifest.name, manifest.position(path)))
     for default in defaults:
         for path, value in _leaves(default.data):
-            if _get(data, path) is None:
+            if value_at(data, path) is None:
                 put(path, value, Origin(default.name, default.position(path)))
     _derive_batch(extract, data, put)
     data.setdefault("apiVersion", "dpguard/v1")
@@ -91,7 +91,7 @@ def compose(
     unread = {
         dotted: origin
         for dotted, origin in sorted(extract.undetermined.items())
-        if _get(data, tuple(dotted.split("."))) is None
+        if value_at(data, tuple(dotted.split("."))) is None
     }
     for dotted, origin in unread.items():
         findings.append(
@@ -130,15 +130,6 @@ def _leaves(data: Mapping[str, Any], prefix: Path = ()) -> Iterable[tuple[Path, 
             yield from _leaves(value, path)
         else:
             yield path, value
-
-
-def _get(data: Mapping[str, Any], path: Path) -> Any:
-    node: Any = data
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -214,7 +205,7 @@ def _derive_batch(extract: Extract, data: dict[str, Any], put: Any) -> None:
     """The global batch (and tokens) of a file that gives the batch per data-parallel replica
     and leaves the replica count to the GPU count: DP = GPUs / (TP x PP x CP)."""
     training = data.get("training") or {}
-    gpus = _get(data, ("cluster", "gpus"))
+    gpus = value_at(data, ("cluster", "gpus"))
     if extract.replica_batch is None or "global_batch_size" in training or not gpus:
         return
     parallel = data.get("parallelism") or {}
@@ -227,7 +218,7 @@ def _derive_batch(extract: Extract, data: dict[str, Any], put: Any) -> None:
     per_replica, origin = extract.replica_batch
     gbs = per_replica * (gpus // group)
     put(("training", "global_batch_size"), gbs, origin)
-    seq = _get(data, ("model", "seq_len"))
+    seq = value_at(data, ("model", "seq_len"))
     if extract.steps is not None and "tokens" not in training and isinstance(seq, int):
         steps, at = extract.steps
         put(("training", "tokens"), steps * gbs * seq, at)

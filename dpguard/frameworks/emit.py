@@ -15,6 +15,8 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from dpguard.frameworks.megatron import flag
+from dpguard.frameworks.torchtitan import SCHEDULES as TORCHTITAN
 from dpguard.planner.plan import Plan, untied
 
 EMIT_FORMATS = ("megatron", "nemo", "torchtitan", "flagscale")
@@ -32,12 +34,8 @@ SCHEDULES: dict[str, tuple[str, ...]] = {
     "torchtitan": ("dualpipev", "1f1b", "interleaved-1f1b", "gpipe"),
 }
 
-_TORCHTITAN_SCHEDULES = {
-    "1f1b": "1F1B",
-    "interleaved-1f1b": "Interleaved1F1B",
-    "dualpipev": "DualPipeV",
-    "gpipe": "GPipe",
-}
+# torchtitan's schedule names, from its reader's table (the one spelling of each)
+_TORCHTITAN_SCHEDULES = {name: torchtitan for torchtitan, (name, _) in TORCHTITAN.items()}
 
 
 def megatron_args(plan: Plan) -> tuple[list[tuple[str, Any]], list[str]]:
@@ -97,19 +95,15 @@ def megatron_args(plan: Plan) -> tuple[list[tuple[str, Any]], list[str]]:
     return args, notes
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def _megatron(plan: Plan, args: list[tuple[str, Any]]) -> list[str]:
     lines = ["DPGUARD_PLAN_ARGS=("]
     for name, value in args:
         if value is None:
-            lines.append(f"    {_flag(name)}")
+            lines.append(f"    {flag(name)}")
         elif isinstance(value, list):
-            lines.append(f"    {_flag(name)} {' '.join(value)}")
+            lines.append(f"    {flag(name)} {' '.join(value)}")
         else:
-            lines.append(f"    {_flag(name)} {value}")
+            lines.append(f"    {flag(name)} {value}")
     lines.append(")")
     nodes, per_node = _nodes(plan)
     lines += [

@@ -208,11 +208,12 @@ def _int(arg: Arg | None, key: str, notes: list[Note]) -> int | None:
     text = str(value).strip()
     if re.fullmatch(r"-?[0-9]+", text):
         return int(text)
-    notes.append(Note(arg.origin, "F002", f"{_flag(key)} is {text!r}, not a whole number"))
+    notes.append(Note(arg.origin, "F002", f"{flag(key)} is {text!r}, not a whole number"))
     return None
 
 
-def _flag(key: str) -> str:
+def flag(key: str) -> str:
+    """The command-line spelling of an argument name (num_layers -> --num-layers)."""
     return "--" + key.replace("_", "-")
 
 
@@ -256,7 +257,7 @@ def unknown_notes(args: Mapping[str, Arg], used: Iterable[str]) -> list[Note]:
         Note(
             args[key].origin,
             "F002",
-            f"{_flag(key)}: the value cannot be read from the file ({args[key].why}); "
+            f"{flag(key)}: the value cannot be read from the file ({args[key].why}); "
             "dpguard does not guess it",
         )
         for key in sorted(used)

@@ -21,7 +21,7 @@ from dpguard.frameworks.model import Extract, Note, Origin
 from dpguard.yamlevents import MAX_DEPTH, Position
 
 # torch.distributed.pipelining schedule names -> dpguard's; stages per rank of each
-_SCHEDULES = {
+SCHEDULES = {
     "1F1B": ("1f1b", 1),
     "GPipe": ("gpipe", 1),
     "Interleaved1F1B": ("interleaved-1f1b", 2),
@@ -239,8 +239,8 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
         facts["framework.schedule_without_pipeline"] = str(schedule)
     if pp > 1:
         name_ = str(schedule) if schedule is not None else "1F1B"
-        if name_ in _SCHEDULES:
-            dp_name, per_rank = _SCHEDULES[name_]
+        if name_ in SCHEDULES:
+            dp_name, per_rank = SCHEDULES[name_]
             put("parallelism.schedule", dp_name, schedule_at or pp_at)
             per_stage, per_stage_at = integer(("parallelism", "pipeline_parallel_layers_per_stage"))
             if per_stage and layers and dp_name == "interleaved-1f1b":

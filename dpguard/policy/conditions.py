@@ -123,7 +123,6 @@ def _accelerator(item: str, where: Path) -> None:
     wrote, so an alias, another case or an unknown name can never match: an error that names
     the id to write (`H100`, `h100-sxm` -> 'H100-SXM')."""
     from dpguard.catalog import load_catalog
-    from dpguard.hints import accelerator_hint
 
     catalog = load_catalog()
     if item == "custom" or item in catalog.ids():
@@ -136,9 +135,8 @@ def _accelerator(item: str, where: Path) -> None:
             f"catalog id, so write {canonical!r}",
             where,
         )
-    entries = [(a.id, a.aliases) for a in catalog.accelerators]
     raise ConditionProblem(
-        f"{item!r} is not an accelerator in the catalog{accelerator_hint(item, entries)}; "
+        f"{item!r} is not an accelerator in the catalog{catalog.hint(item)}; "
         f"possible: {', '.join(catalog.ids())}, custom",
         where,
     )

@@ -23,6 +23,7 @@ from dpguard.findings import Finding
 from dpguard.hints import hint
 from dpguard.policy.facts import SCHEDULES
 from dpguard.policy.regex import PatternProblem, compile_pattern
+from dpguard.yamlevents import value_at
 
 if TYPE_CHECKING:
     from dpguard.planner.plan import Plan
@@ -78,7 +79,7 @@ def problems(doc: SourceDoc, policies: Policies) -> list[str]:
             except PatternProblem as exc:
                 found.append(((*here, "expect", "message"), f"message pattern: {exc}"))
         for keys in (("expect", "schedule"), ("expect", "plan", "schedule")):
-            value = _get(case, keys)
+            value = value_at(case, keys)
             if value is not None and value not in SCHEDULE_CHOICES:
                 choices = ", ".join(SCHEDULE_CHOICES)
                 message = f"{value!r} is not a schedule{hint(value, SCHEDULE_CHOICES)}; possible: "
@@ -94,15 +95,6 @@ def problems(doc: SourceDoc, policies: Policies) -> list[str]:
             )
     found.sort(key=lambda item: doc.position(item[0]))
     return [f"{doc.location(path)}: {message}" for path, message in found]
-
-
-def _get(data: Mapping[str, Any], keys: Sequence[str]) -> Any:
-    node: Any = data
-    for key in keys:
-        if not isinstance(node, Mapping) or key not in node:
-            return None
-        node = node[key]
-    return node
 
 
 def _is_file(test_file: str, path: str) -> bool:
