@@ -517,3 +517,125 @@ def test_a_bridge_override_without_top_k_leaves_it_to_a_manifest(tmp_path: Path)
         read(write(tmp_path, "kimi8.yaml", with_topk), "bridge").values["model.experts_per_token"]
         == 8
     )
+
+
+@pytest.mark.parametrize(
+    "test, taken",
+    [
+        ('[[ "$DTYPE" == "fp8" ]]', "fp8"),
+        ('[ "$DTYPE" = bf16 ]', "other"),
+        ('[[ "$DTYPE" != "fp8" ]]', "other"),
+        ("[ $N -gt 2 ]", "fp8"),
+        ("[ $N -le 2 ]", "other"),
+        ('[[ -z "$UNSET_BUT_EMPTY" ]]', "fp8"),
+        ('[[ -n "$DTYPE" ]]', "fp8"),
+        ('! [[ "$DTYPE" == "fp8" ]]', "other"),
+        ('test "$DTYPE" = fp8', "fp8"),
+    ],
+)
+def test_shell_branches_whose_test_is_known_are_followed(test: str, taken: str) -> None:
+    """Megatron-LM's examples choose their precision flags with `if [[ "$DTYPE" == "fp8" ]]`
+    on a variable the script sets: the branch that runs is read, the others are skipped."""
+    script = shell.parse(
+        f'DTYPE="fp8"\nN=4\nUNSET_BUT_EMPTY=""\nif {test}; then\n  P=fp8\nelif [ 1 -eq 1 ]; then\n'
+        "  P=other\nelse\n  P=never\nfi\nrun.py --p $P\n"
+    )
+    assert [w.text for w in script.commands[-1].words] == ["run.py", "--p", taken]
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        '[[ "$UNSET" == "x" ]]',  # a value the file does not set
+        "true",  # a command
+        '[[ "$DTYPE" == fp* ]]',  # a glob pattern
+        '[[ "$DTYPE" == "fp8" ]] || [[ "$N" == 1 ]]',  # joined tests
+        "[ $DTYPE -gt 1 ]",  # not a number
+    ],
+)
+def test_shell_branches_whose_test_is_not_known_stay_unknown(test: str) -> None:
+    script = shell.parse(
+        f"DTYPE=fp8\nN=4\nP=default\nif {test}; then\n  P=a\nelse\n  P=b\nfi\n"
+        "ARGS=(--x 1)\nrun.py --p $P\n"
+    )
+    word = script.commands[-1].words[-1]
+    assert word.text is None and "inside a conditional or loop" in word.why
+
+
+def test_shell_unquoted_array_elements_split_into_words() -> None:
+    """Bash splits an unquoted ${ARR[@]} element such as "--fp8-format hybrid" into a flag and
+    its value; a quoted expansion keeps it whole."""
+    script = shell.parse(
+        'ARGS=("--fp8-format hybrid" --bf16)\nrun.py ${ARGS[@]}\nrun.py "${ARGS[@]}"\n'
+    )
+    assert [w.text for w in script.commands[0].words] == [
+        "run.py",
+        "--fp8-format",
+        "hybrid",
+        "--bf16",
+    ]
+    assert [w.text for w in script.commands[1].words] == ["run.py", "--fp8-format hybrid", "--bf16"]
+
+
+@pytest.mark.parametrize(
+    "fmt, text, expected",
+    [
+        (
+            "megatron",
+            "torchrun pretrain_gpt.py --bf16 --grad-reduce-in-bf16 --use-precision-aware-optimizer"
+            " --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --optimizer-cpu-offload"
+            " --optimizer-offload-fraction 0.5\n",
+            {"main_grad_dtype": "bf16", "optimizer_moment_dtype": "bf16", "optimizer_offload": 0.5},
+        ),
+        (
+            "megatron",
+            "torchrun pretrain_gpt.py --bf16 --main-grads-dtype bf16 --exp-avg-dtype bf16"
+            " --exp-avg-sq-dtype bf16 --optimizer-cpu-offload\n",
+            # moment dtypes without the precision-aware optimizer are not used by Megatron
+            {"main_grad_dtype": "bf16", "optimizer_offload": 1.0},
+        ),
+        ("megatron", "torchrun pretrain_gpt.py --bf16 --exp-avg-dtype bf16\n", {}),
+        (
+            "bridge",
+            "ddp: {grad_reduce_in_fp32: false}\noptimizer: {use_precision_aware_optimizer: true,"
+            " exp_avg_dtype: bf16, exp_avg_sq_dtype: bf16, optimizer_cpu_offload: true,"
+            " optimizer_offload_fraction: 0.25}\nmixed_precision: bf16_mixed\n",
+            {
+                "main_grad_dtype": "bf16",
+                "optimizer_moment_dtype": "bf16",
+                "optimizer_offload": 0.25,
+            },
+        ),
+    ],
+)
+def test_gradient_and_optimizer_precision_and_offload(
+    tmp_path: Path, fmt: str, text: str, expected: dict[str, object]
+) -> None:
+    """What decides the model-state bytes: Megatron's --grad-reduce-in-bf16 (Megatron-LM's
+    Llama 3 FP8 example), the precision-aware optimizer's moment dtypes (DeepSeek-V3 recipes)
+    and optimizer CPU offload, in the command-line and the Megatron-Bridge spellings."""
+    name = "train.sh" if fmt == "megatron" else "config.yaml"
+    extract = read(write(tmp_path, name, text), fmt)
+    found = {
+        k.split(".")[1]: v
+        for k, v in extract.values.items()
+        if k.split(".")[-1] in ("main_grad_dtype", "optimizer_moment_dtype", "optimizer_offload")
+    }
+    assert found == expected
+
+
+@pytest.mark.parametrize(
+    "flags, zero",
+    [
+        ("--use-megatron-fsdp", 3),  # default optim_grads_params
+        ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads", 2),
+        ("--use-megatron-fsdp --data-parallel-sharding-strategy optim", 1),
+        ("--use-distributed-optimizer", 1),
+        ("", 0),
+    ],
+)
+def test_megatron_fsdp_sharding_strategy_is_the_zero_stage(
+    tmp_path: Path, flags: str, zero: int
+) -> None:
+    text = f"torchrun pretrain_gpt.py --bf16 --num-layers 2 {flags}\n"
+    assert read(write(tmp_path, "train.sh", text), "megatron").values["training.zero_stage"] == zero

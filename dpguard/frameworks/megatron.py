@@ -111,6 +111,16 @@ KNOWN = frozenset(
         "pipeline_model_parallel_layout",
         "overlap_moe_expert_parallel_comm",
         "delay_wgrad_compute",
+        "grad_reduce_in_bf16",
+        "grad_reduce_in_fp32",
+        "main_grads_dtype",
+        "use_precision_aware_optimizer",
+        "exp_avg_dtype",
+        "exp_avg_sq_dtype",
+        "optimizer_cpu_offload",
+        "optimizer_offload_fraction",
+        "use_megatron_fsdp",
+        "data_parallel_sharding_strategy",
     ]
 )
 
@@ -305,6 +315,10 @@ _SWITCHES = frozenset(
         "use_mcore_models",
         "use_flash_attn",
         "disable_bias_linear",
+        "grad_reduce_in_bf16",
+        "use_precision_aware_optimizer",
+        "optimizer_cpu_offload",
+        "use_megatron_fsdp",
     }
 )
 
@@ -423,7 +437,14 @@ def to_manifest(
         b.set("training.precision", "bf16", "bf16")
     elif _true(args.get("fp16")):
         b.set("training.precision", "fp16", "fp16")
-    if fmt in ("megatron", "flagscale") or "use_distributed_optimizer" in args:
+    _optimizer_bytes(b, args)
+    if _true(args.get("use_megatron_fsdp")):
+        # Megatron-FSDP shards what --data-parallel-sharding-strategy names (arguments.py;
+        # default optim_grads_params, ZeRO-3)
+        strategy = args.get("data_parallel_sharding_strategy")
+        zero = _FSDP_ZERO.get(str(strategy.value)) if strategy else 3
+        b.set("training.zero_stage", zero, "data_parallel_sharding_strategy", "use_megatron_fsdp")
+    elif fmt in ("megatron", "flagscale") or "use_distributed_optimizer" in args:
         zero = 1 if _true(args.get("use_distributed_optimizer")) else 0
         b.set("training.zero_stage", zero, "use_distributed_optimizer")
     granularity = args.get("recompute_granularity")
@@ -460,6 +481,50 @@ def to_manifest(
     for dotted, value in (extra or {}).items():
         b.values.setdefault(dotted, value)
     return Extract(fmt, path, b.values, b.origins, tuple(notes), facts(args), b.undetermined)
+
+
+_FSDP_ZERO = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+
+
+def _half(arg: Arg | None) -> bool | None:
+    """Whether a dtype argument names a 16- or 8-bit type (None when absent or unknown)."""
+    if arg is None or arg.value is None:
+        return None
+    return any(t in str(arg.value).lower() for t in ("bf16", "bfloat16", "fp16", "float16", "fp8"))
+
+
+def _optimizer_bytes(b: _Builder, args: Mapping[str, Arg]) -> None:
+    """Gradient and optimizer-state precision and optimizer offload. Megatron-LM's
+    arguments.py keeps bf16 main gradients in fp32 unless --grad-reduce-in-bf16 (or the
+    precision-aware optimizer's --main-grads-dtype bf16); Megatron-core's DDP config names it
+    grad_reduce_in_fp32 (the YAML dialects). The moment dtypes apply only with
+    --use-precision-aware-optimizer (OptimizerConfig); a 16- or 8-bit pair is priced at 2 B
+    (fp8 moments are 1 B: this errs large). --optimizer-cpu-offload moves
+    --optimizer-offload-fraction of the states to the host (default 1.0)."""
+    if _true(args.get("grad_reduce_in_bf16")) or _half(args.get("main_grads_dtype")):
+        b.set("training.main_grad_dtype", "bf16", "grad_reduce_in_bf16", "main_grads_dtype")
+    elif (fp32 := args.get("grad_reduce_in_fp32")) is not None and fp32.value is not None:
+        b.set("training.main_grad_dtype", "fp32" if _true(fp32) else "bf16", "grad_reduce_in_fp32")
+    if _true(args.get("use_precision_aware_optimizer")) and all(
+        _half(args.get(k)) for k in ("exp_avg_dtype", "exp_avg_sq_dtype")
+    ):
+        b.set("training.optimizer_moment_dtype", "bf16", "exp_avg_dtype", "exp_avg_sq_dtype")
+    if _true(args.get("optimizer_cpu_offload")):
+        fraction = args.get("optimizer_offload_fraction")
+        value = 1.0 if fraction is None else _number(fraction)
+        b.set(
+            "training.optimizer_offload",
+            value,
+            "optimizer_offload_fraction",
+            "optimizer_cpu_offload",
+        )
+
+
+def _number(arg: Arg) -> float | None:
+    try:
+        return float(arg.value)
+    except (TypeError, ValueError):
+        return None
 
 
 def virtual_stages(

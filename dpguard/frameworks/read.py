@@ -291,7 +291,7 @@ def _bridge(doc: SourceDoc) -> Extract:
     gated = args.get("gated_linear_unit")
     if gated is not None and gated.value is True:  # TransformerConfig: SwiGLU-shaped FFN
         args.setdefault("swiglu", Arg(True, gated.origin))
-    for section in ("train", "ddp"):
+    for section in ("train", "ddp", "optimizer"):
         args.update(_section_args(doc, (section,)))
     mixed = doc.data.get("mixed_precision")
     if isinstance(mixed, str):

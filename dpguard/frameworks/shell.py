@@ -5,10 +5,13 @@ with the flags in arrays or strings, continued lines, and ``VAR=${VAR:-default}`
 This module follows what a static reader can follow exactly, in file order: literal words,
 quotes, line continuations, assignments (plain, ``export``, ``declare``/``local``/``readonly``),
 arrays and ``+=``, ``${VAR}``, ``${VAR:-default}``/``${VAR-default}``/``${VAR:=default}``,
-``${ARR[@]}`` and integer arithmetic ``$((...))`` over values it knows. Everything else
-(command substitution, a variable the file never sets, a value assigned inside ``if``/``for``/
-``while``/``case``, a sourced file) makes the affected words *unknown*, never guessed: each
-unknown word carries the reason, and the caller reports it at its position.
+``${ARR[@]}``, integer arithmetic ``$((...))`` over values it knows, and ``if``/``elif``/``else``
+branches whose test compares values it knows (``[[ "$DTYPE" == "fp8" ]]``, ``[ "$N" -gt 1 ]``,
+``-z``/``-n``): a branch that runs is read as written, one that cannot run is skipped. Everything
+else (command substitution, a variable the file never sets, a value assigned inside a branch
+whose test is not known or inside ``for``/``while``/``case``, a sourced file) makes the affected
+words *unknown*, never guessed: each unknown word carries the reason, and the caller reports it
+at its position.
 
 Every word keeps the position where its text was written, so a flag that comes from an array
 defined on line 12 and expanded on line 40 is reported on line 12.
@@ -326,7 +329,6 @@ class _State:
     def __init__(self, lexer: _Lexer) -> None:
         self.lexer = lexer
         self.variables: dict[str, tuple[Word, ...]] = {}
-        self.arrays: set[str] = set()
 
     def scalar(self, name: str) -> str | None:
         words = self.variables.get(name)
@@ -464,8 +466,8 @@ class _State:
             words = words[i : i + 1]
         for k, word in enumerate(words):
             known = word.text is not None or word.partial is not None
-            if known and not quoted and name not in self.arrays:
-                # an unquoted string variable splits into words
+            if known and not quoted:
+                # an unquoted expansion splits into words (an array's elements too)
                 pieces = list(word.pieces())
                 for j, piece in enumerate(pieces):
                     yield "word", piece, quoted, k == len(words) - 1 and j == len(pieces) - 1
@@ -484,13 +486,33 @@ def _split(text: str, position: Position) -> Iterator[tuple[str | None, Position
 # -- statements -----------------------------------------------------------------------------------
 
 
+@dataclass
+class _Block:
+    """An open if/for/while/case. `runs`: whether the branch being read runs (None: not known
+    statically, as in every loop); `taken`: an earlier branch of this `if` surely ran;
+    `known`: every earlier test of this `if` was known."""
+
+    runs: bool | None
+    taken: bool = False
+    known: bool = True
+
+    def branch(self, test: bool | None) -> None:
+        """Enter the next branch (`elif` with its test, `else` with True)."""
+        if self.taken or test is False:
+            self.runs = False
+        elif test is None or not self.known:
+            self.runs, self.known = None, False
+        else:
+            self.runs = self.taken = True
+
+
 def parse(text: str) -> Script:
     """Follow the script's assignments in order and expand every simple command."""
     lexer = _Lexer(text)
     state = _State(lexer)
     commands: list[Command] = []
     sourced: list[tuple[str, Position]] = []
-    depth = 0  # inside if/for/while/case: assignments there are not known to happen
+    blocks: list[_Block] = []  # the open if/for/while/case, innermost last
     tokens = list(lexer.tokens())
     i = 0
     while i < len(tokens):
@@ -505,11 +527,14 @@ def parse(text: str) -> Script:
             while close < len(tokens) and tokens[close][:2] != ("op", ")"):
                 close += 1
             elements = [t for t in tokens[i + 1 : close] if t[0] == "word"]
-            _assign_array(state, raw, elements, depth)
+            if all(b.runs is not False for b in blocks):
+                _assign_array(state, raw, elements, any(b.runs is None for b in blocks))
             i = close + 1
             continue
         if raw:
-            depth = _statement(state, raw, depth, commands, sourced)
+            # a test joined to another by && or || is not read
+            alone = i >= len(tokens) or tokens[i][0] == "newline"
+            _statement(state, raw, blocks, alone, commands, sourced)
         i += 1
     return Script(tuple(commands), dict(state.variables), tuple(sourced))
 
@@ -547,7 +572,7 @@ def _assignment(parts: list[tuple]) -> tuple[str, str, list[tuple]] | None:
     return match.group(1), match.group(3), value
 
 
-def _assign_array(state: _State, raw: list, elements: list, depth: int) -> None:
+def _assign_array(state: _State, raw: list, elements: list, uncertain: bool) -> None:
     head = raw[-1]
     found = _assignment(head[1])
     if found is None:
@@ -556,41 +581,106 @@ def _assign_array(state: _State, raw: list, elements: list, depth: int) -> None:
     words: list[Word] = []
     for _, parts, offset in elements:
         words.extend(state.expand(parts, offset))
-    if depth:
+    if uncertain:
         line = state.lexer.position(head[2]).line
         why = f"${name} is changed inside a conditional or loop at line {line}"
         words = [Word(None, w.position, why) for w in words]
-    state.arrays.add(name)
     before = list(state.variables.get(name, ())) if op == "+=" else []
     state.variables[name] = tuple(before + words)
+
+
+_COMPARE: dict[str, Callable[[str, str], bool]] = {
+    "==": operator.eq,
+    "=": operator.eq,
+    "!=": operator.ne,
+}
+_INT_COMPARE: dict[str, Callable[[int, int], bool]] = {
+    "-eq": operator.eq,
+    "-ne": operator.ne,
+    "-lt": operator.lt,
+    "-le": operator.le,
+    "-gt": operator.gt,
+    "-ge": operator.ge,
+}
+
+
+def _test(state: _State, raw: list, alone: bool) -> bool | None:
+    """The outcome of an `if`/`elif` test over values the file sets: `[ A OP B ]`,
+    `[[ A OP B ]]` or `test A OP B` with =, ==, != or an integer comparison, `-z A`, `-n A`,
+    each optionally negated with `!`. None for anything else (a command, a glob pattern, a
+    test joined to another with && or ||, a value the file does not set)."""
+    words: list[Word] = []
+    for _, parts, offset in raw:
+        words.extend(state.expand(parts, offset))
+    if not alone or any(w.text is None for w in words):
+        return None
+    texts = [w.text or "" for w in words]
+    negate = False
+    if texts[:1] == ["!"]:
+        negate, texts = True, texts[1:]
+    if texts[:1] == ["test"]:
+        texts = texts[1:]
+    elif len(texts) >= 2 and (texts[0], texts[-1]) in (("[", "]"), ("[[", "]]")):
+        texts = texts[1:-1]
+    else:
+        return None
+    if texts[:1] == ["!"]:
+        negate, texts = not negate, texts[1:]
+    outcome: bool | None = None
+    if len(texts) == 2 and texts[0] in ("-z", "-n"):
+        outcome = (texts[1] == "") == (texts[0] == "-z")
+    elif len(texts) == 3 and texts[1] in _COMPARE and not re.search(r"[*?\[]", texts[2]):
+        outcome = _COMPARE[texts[1]](texts[0], texts[2])
+    elif len(texts) == 3 and texts[1] in _INT_COMPARE:
+        try:
+            outcome = _INT_COMPARE[texts[1]](int(texts[0]), int(texts[2]))
+        except ValueError:
+            return None
+    return None if outcome is None else outcome != negate
 
 
 def _statement(
     state: _State,
     raw: list,
-    depth: int,
+    blocks: list[_Block],
+    alone: bool,
     commands: list[Command],
     sourced: list[tuple[str, Position]],
-) -> int:
+) -> None:
     first = _literal(raw[0][1])
+    if first == "if":
+        blocks.append(_Block(None))
+        blocks[-1].branch(_test(state, raw[1:], alone))
+        return
     if first in _COMPOUND_OPEN:
-        return depth + 1
+        blocks.append(_Block(None))
+        return
     if first in _COMPOUND_CLOSE:
-        return max(depth - 1, 0)
-    if first in ("then", "do", "else", "elif", "in", "{", "}"):
+        if blocks:
+            blocks.pop()
+        return
+    if first in ("elif", "else") and blocks:
+        test = _test(state, raw[1:], alone) if first == "elif" else True
+        blocks[-1].branch(test)
+        if first == "elif":
+            return
+    if first in ("then", "do", "else", "in", "{", "}"):
         raw = raw[1:]
         if not raw:
-            return depth
+            return
         first = _literal(raw[0][1])
+    if any(b.runs is False for b in blocks):
+        return  # a branch that cannot run
+    uncertain = any(b.runs is None for b in blocks)
     if first in ("source", ".") and len(raw) > 1:
         target = state.expand(raw[1][1], raw[1][2])
         name = target[0].text if target and target[0].text else "a file"
         sourced.append((name, state.lexer.position(raw[1][2])))
-        return depth
+        return
     if first in _DECLARE:
         raw = [w for w in raw[1:] if not (_literal(w[1]) or "").startswith("-")]
         if not raw:
-            return depth
+            return
     k = 0
     while k < len(raw) and (found := _assignment(raw[k][1])) is not None:
         name, op, value = found
@@ -604,12 +694,12 @@ def _statement(
         )
         why = next((w.why for w in words if w.text is None), "")
         position = words[0].position if words else state.lexer.position(raw[k][2])
-        if depth:
+        if uncertain:
             why = f"${name} is set inside a conditional or loop at line {position.line}"
             text = None
         partial: str | None = None
         unknowns: tuple[str, ...] = ()
-        if text is None and not depth and op != "+=":
+        if text is None and not uncertain and op != "+=":
             # what is known of the value, for a later unquoted expansion to split
             partial = " ".join(_shown(w) for w in words)
             unknowns = tuple(y for w in words if w.text is None for y in w.unknowns or (w.why,))
@@ -618,11 +708,9 @@ def _statement(
             text = None if prior is None or text is None else prior + text
         spans = _joined_spans(words) if text or partial else ()
         state.variables[name] = (Word(text, position, why, spans, partial, unknowns),)
-        state.arrays.discard(name)
         k += 1
     if k < len(raw):
         words = []
         for _, parts, offset in raw[k:]:
             words.extend(state.expand(parts, offset))
         commands.append(Command(tuple(words), state.lexer.position(raw[k][2])))
-    return depth
