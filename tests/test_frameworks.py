@@ -639,3 +639,12 @@ def test_megatron_fsdp_sharding_strategy_is_the_zero_stage(
 ) -> None:
     text = f"torchrun pretrain_gpt.py --bf16 --num-layers 2 {flags}\n"
     assert read(write(tmp_path, "train.sh", text), "megatron").values["training.zero_stage"] == zero
+
+
+def test_torchtitan_cpu_offload_moves_the_optimizer_states_to_the_host(tmp_path: Path) -> None:
+    text = '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nseq_len = 4096\n'
+    plain = read(write(tmp_path, "a.toml", text), "torchtitan")
+    offloaded = read(write(tmp_path, "b.toml", text + "enable_cpu_offload = true\n"), "torchtitan")
+    assert "training.optimizer_offload" not in plain.values
+    assert offloaded.values["training.optimizer_offload"] == 1.0
+    assert offloaded.origins["training.optimizer_offload"].position.line == 6

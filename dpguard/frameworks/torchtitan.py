@@ -284,6 +284,12 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
                     f"mixed_precision_param {param!r}: dpguard models bf16, fp16 and fp8 only",
                 )
             )
+    offload, offload_at = find(("training", "enable_cpu_offload"))
+    if offload is True:
+        # FSDP2's CPUOffloadPolicy keeps the sharded parameters, gradients and optimizer
+        # states in host memory and steps on the CPU; dpguard prices the optimizer states
+        # away and still counts the (sharded) weights and gradients: it errs large
+        put("training.optimizer_offload", 1.0, offload_at)
     mode, mode_at = find(("activation_checkpoint", "mode"))
     mode = "selective" if mode is None else str(mode)  # job_config.py default
     option, option_at = find(("activation_checkpoint", "selective_ac_option"))
