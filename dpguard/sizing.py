@@ -408,13 +408,20 @@ def shape_warnings(manifest: Manifest) -> tuple[tuple[str, str], ...]:
         return ()
     arch = architecture(manifest)
     derived = memory.shape_total_params(arch)
+    # published counts often leave the embedding matrices out (Moonlight's 2.24B activated,
+    # Megatron's non-embedding parameters): either reading is the model's size
+    embeddings = memory.embedding_matrices(arch) * m.vocab_size * m.hidden_size
     out = []
     for key, written, implied in zip(
         ("total_params", "active_params"), (m.total_params, m.active_params), derived, strict=True
     ):
         if key == "active_params" and not m.is_moe:
             continue
-        if max(implied / written, written / implied) > SHAPE_TOLERANCE:
+        if all(
+            max(count / written, written / count) > SHAPE_TOLERANCE
+            for count in (implied, implied - embeddings)
+            if count > 0
+        ):
             experts = f", {m.experts} experts of {m.moe_ffn_hidden_size}" if m.is_moe else ""
             shapers = "ffn_hidden_size, ffn_activation, "
             shapers += "the mla ranks" if m.attention == "mla" else "kv_heads"
