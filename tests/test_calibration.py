@@ -1,5 +1,6 @@
 """The memory model against published runs (tests/data/calibration, one manifest per entry of
-/work/shared/data/memory-calibration.yaml that the schema can express; the header of each file
+/work/shared/data/memory-calibration.yaml that the schema can express, plus published runs
+beyond the file that check the model generalises, each saying so; the header of each file
 cites its source and says what is reported, inferred or assumed).
 
 Each manifest carries its expectation in `metadata.labels`: `calibration: known-good` must get
@@ -33,6 +34,10 @@ KNOWN_MISSES = {
     # weights and fp32 accumulated gradients are priced) leaves something unexplained: the same
     # run with interleaving reads 10 GiB less, which no activation count predicts.
     "torchtitan-llama31-405b-3d-1f1b": "FSDP+PP reserved memory not explained",
+    # +15.5 %: rank 0's states are exact (42.4 GiB), so activations read high. The same run
+    # with the MLP recomputed measures 3 GiB less where the model removes 12.7: TE's FP8 MLP
+    # keeps less than its tensors suggest, or fewer micro-batches are in flight on rank 0.
+    "mbridge-llama3-70b-sft": "FP8 SwiGLU activations under interleaving read high",
 }
 
 
