@@ -1,4 +1,4 @@
-"""Cross-field checks a JSON Schema cannot express (codes X001-X024, docs/manifest.md).
+"""Cross-field checks a JSON Schema cannot express (codes X001-X030, docs/manifest.md).
 
 Each check reads only values that are present and passed the schema, and stays silent
 otherwise: the schema finding already covers a broken value, and every problem is still
@@ -192,7 +192,18 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
     accounted = sum(
         raw.get(f"parallelism.account_for_{part}") is True for part in ("embedding", "loss")
     )
-    if layers and pp and pp * (vs or 1) > layers + accounted:
+    counts = raw.get("parallelism.stage_layers")
+    if isinstance(counts, list) and layers and pp:
+        # a split set by hand (Megatron's pipeline layout): one count per stage, all layers
+        stages = pp * (2 if raw.get("parallelism.schedule") == "dualpipev" else (vs or 1))
+        if len(counts) != stages or sum(counts) != layers:
+            yield (
+                "parallelism.stage_layers",
+                "X030",
+                f"stage_layers gives {len(counts)} stages holding {sum(counts)} layers, but the "
+                f"pipeline has {stages} stages and the model {layers} layers",
+            )
+    elif layers and pp and pp * (vs or 1) > layers + accounted:
         yield (
             "parallelism.pipeline",
             "X014",

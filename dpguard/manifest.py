@@ -143,6 +143,7 @@ class Parallelism:
     untie_embeddings: bool
     account_for_embedding: bool = False  # the split counts the embedding as a layer
     account_for_loss: bool = False  # ... and the output layer + loss as another
+    stage_layers: tuple[int, ...] | None = None  # layers per stage, when set by hand
 
     @property
     def accounted_layers(self) -> int:
@@ -324,6 +325,7 @@ def build_manifest(
             untie_embeddings=p.get("untie_embeddings", False),
             account_for_embedding=p.get("account_for_embedding", False),
             account_for_loss=p.get("account_for_loss", False),
+            stage_layers=tuple(p["stage_layers"]) if "stage_layers" in p else None,
         )
         dp, micro = derived_sizes(
             cluster.gpus,

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import accumulate
 from typing import Literal, NamedTuple
 
 Precision = Literal["bf16", "fp8", "fp16"]
@@ -493,6 +494,7 @@ class PipelineLayout(NamedTuple):
     mirror: bool = False
     lead: int = 0  # the split counts the embedding as a layer of the first stage
     tail: int = 0  # ... and the loss as a layer of the last stage
+    counts: tuple[int, ...] = ()  # layers of each stage when set by hand (stage_layers)
 
 
 def pipeline_layout(
@@ -513,12 +515,19 @@ def pipeline_layout(
     )
 
 
-def stage_layers(layers: int, stages: int, lead: int = 0, tail: int = 0) -> list[range]:
-    """Layer indices of each stage: an even split of `lead` + `layers` + `tail` slots, the
-    remainder spread (Megatron needs exact division unless first/last stages are set by hand;
-    ADV002 flags the uneven case). `lead`/`tail` are the embedding and the loss when the split
-    counts them as layers (Megatron's account-for-embedding/loss; Llama 3 removes a layer from
-    the first and the last stage, arXiv 2407.21783 §3.3.2)."""
+def stage_layers(
+    layers: int, stages: int, lead: int = 0, tail: int = 0, counts: Sequence[int] = ()
+) -> list[range]:
+    """Layer indices of each stage: `counts` when they are given for every stage and add up to
+    the layers (a split set by hand: Megatron's pipeline layout, or its first/last stage
+    sizes), else an even split of `lead` + `layers` + `tail` slots, the remainder spread
+    (Megatron needs exact division unless first/last stages are set by hand; ADV002 flags the
+    uneven case). `lead`/`tail` are the embedding and the loss when the split counts them as
+    layers (Megatron's account-for-embedding/loss; Llama 3 removes a layer from the first and
+    the last stage, arXiv 2407.21783 §3.3.2)."""
+    if len(counts) == stages and sum(counts) == layers:
+        ends = list(accumulate(counts))
+        return [range(end - n, end) for n, end in zip(counts, ends, strict=True)]
     slots = lead + layers + tail
     return [
         range(max(s * slots // stages - lead, 0), min((s + 1) * slots // stages - lead, layers))
@@ -645,7 +654,9 @@ def estimate(
         sharding = replace(training, zero_stage=1)
     per_dense = sharded_bytes(sharding, parallel.data * parallel.context)
     per_expert = sharded_bytes(sharding, parallel.expert_data)
-    stages = stage_layers(arch.layers, pipeline.stages, pipeline.lead, pipeline.tail)
+    stages = stage_layers(
+        arch.layers, pipeline.stages, pipeline.lead, pipeline.tail, pipeline.counts
+    )
     last_stage = pipeline.stages - 1
     tokens = arch.seq_len / parallel.context * training.micro_batch_size
     logits = output_bytes(arch, parallel, training, tokens)

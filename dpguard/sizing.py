@@ -35,6 +35,7 @@ class Strategy:
     microbatches: int
     account_for_embedding: bool = False  # the stage split counts the embedding as a layer
     account_for_loss: bool = False  # ... and the output layer and loss as another
+    stage_layers: tuple[int, ...] = ()  # layers per stage when the manifest sets them
 
 
 def proposal(manifest: Manifest, schedule: str) -> Strategy | None:
@@ -53,6 +54,7 @@ def proposal(manifest: Manifest, schedule: str) -> Strategy | None:
         micro,
         p.account_for_embedding,
         p.account_for_loss,
+        p.stage_layers or (),
     )
 
 
@@ -280,7 +282,9 @@ def pipeline_layout(s: Strategy) -> memory.PipelineLayout | None:
         return None
     counts = inflight(s.schedule, s.pipeline, s.microbatches, _virtual(s))
     layout = memory.pipeline_layout(s.schedule, s.pipeline, _virtual(s), counts)
-    return layout._replace(lead=int(s.account_for_embedding), tail=int(s.account_for_loss))
+    return layout._replace(
+        lead=int(s.account_for_embedding), tail=int(s.account_for_loss), counts=s.stage_layers
+    )
 
 
 def tensor_divides(manifest: Manifest, tensor: int) -> bool:

@@ -648,3 +648,48 @@ def test_torchtitan_cpu_offload_moves_the_optimizer_states_to_the_host(tmp_path:
     assert "training.optimizer_offload" not in plain.values
     assert offloaded.values["training.optimizer_offload"] == 1.0
     assert offloaded.origins["training.optimizer_offload"].position.line == 6
+
+
+@pytest.mark.parametrize(
+    "flags, counts",
+    [
+        # DeepSeek-V3's layout in Megatron's MoE model zoo: V = 32 / 8 = 4
+        (
+            "--num-layers 61 --pipeline-model-parallel-size 8 "
+            "--pipeline-model-parallel-layout 'Et|(tt|)*30mL'",
+            [1, *[2] * 30, 0],
+        ),
+        # BLOOM-style uneven first and last stages: (70 - 5 - 5) / 10 in between
+        (
+            "--num-layers 70 --pipeline-model-parallel-size 12 "
+            "--decoder-first-pipeline-num-layers 5 --decoder-last-pipeline-num-layers 5",
+            [5, *[6] * 10, 5],
+        ),
+        (
+            "--num-layers 62 --pipeline-model-parallel-size 4 "
+            "--decoder-last-pipeline-num-layers 14",
+            [16, 16, 16, 14],
+        ),
+        # what Megatron refuses keeps dpguard's even split: 60 do not divide over 9 stages
+        (
+            "--num-layers 70 --pipeline-model-parallel-size 10 "
+            "--decoder-first-pipeline-num-layers 10",
+            None,
+        ),
+        # a layout that places 60 decoder layers for 61 (FW012 says so)
+        (
+            "--num-layers 61 --pipeline-model-parallel-size 8 "
+            "--pipeline-model-parallel-layout 'Et|(tt|)*29tmL'",
+            None,
+        ),
+        ("--num-layers 64 --pipeline-model-parallel-size 8", None),
+    ],
+)
+def test_a_pipeline_split_set_by_hand_is_read_per_stage(
+    tmp_path: Path, flags: str, counts: list[int] | None
+) -> None:
+    text = f"torchrun pretrain_gpt.py --bf16 {flags}\n"
+    extract = read(write(tmp_path, "train.sh", text), "megatron")
+    assert extract.values.get("parallelism.stage_layers") == counts
+    if counts is not None:
+        assert extract.origins["parallelism.stage_layers"].position.line == 1

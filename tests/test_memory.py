@@ -121,6 +121,33 @@ def test_stage_layers_spread_the_remainder():
     assert [len(r) for r in stage_layers(8, 4)] == [2, 2, 2, 2]
 
 
+def test_stage_layers_set_by_hand_are_taken_as_given():
+    """Megatron's layout "Et|(tt|)*30mL" (DeepSeek-V3 recipes): 1 layer beside the embedding,
+    2 per stage, none beside MTP and the loss. Counts that do not fit are ignored."""
+    counts = (1, *[2] * 30, 0)
+    ranges = stage_layers(61, 32, counts=counts)
+    assert [len(r) for r in ranges] == list(counts)
+    assert ranges[0] == range(0, 1) and ranges[-1] == range(61, 61)
+    assert [len(r) for r in stage_layers(61, 32, counts=(2,) * 32)] == [
+        len(r) for r in stage_layers(61, 32)
+    ]
+
+
+def test_a_split_set_by_hand_moves_memory_between_ranks():
+    """Llama 3 405B on 16 stages as Meta split it (arXiv 2407.21783 §3.3.2): 7 layers beside
+    the embedding and beside the head, 8 elsewhere. The even split of 126 gives 7 to stages 0
+    and 8 and 8 to the last: by hand, the last rank is lighter and rank 8 heavier."""
+    even = pipeline_layout("1f1b", 16, 1, inflight("1f1b", 16, 64))
+    by_hand = even._replace(counts=(7, *[8] * 14, 7))
+    par, train = ParallelDegrees(8, 16, 1), TrainingSetup(activation_recompute="selective")
+    a = estimate(LLAMA405, par, train, even).ranks
+    b = estimate(LLAMA405, par, train, by_hand).ranks
+    assert [r.layers for r in a][::8] == [7, 7] and a[-1].layers == 8
+    assert [b[0].layers, b[8].layers, b[-1].layers] == [7, 8, 7]
+    assert b[0].total == a[0].total
+    assert b[8].total > a[8].total and b[-1].total < a[-1].total
+
+
 def _dsv3_estimate(schedule: str = "dualpipe"):
     layout = pipeline_layout(schedule, 16, 1, inflight(schedule, 16, 120))
     train = TrainingSetup(

@@ -338,6 +338,7 @@ TYPES = [
     ("parallelism.untie_embeddings", "1", "true or false", "1"),
     ("parallelism.account_for_embedding", "'yes'", "true or false", "'yes'"),
     ("parallelism.account_for_loss", "0", "true or false", "0"),
+    ("parallelism.stage_layers", "4", "a list", "4"),
     ("communication", "deepep", "a mapping", "'deepep'"),
 ]
 
@@ -346,12 +347,15 @@ TYPES = [
     ("dotted", "value", "expected", "shown"), TYPES, ids=[f"{t[0]}={t[1]}" for t in TYPES]
 )
 def test_wrong_type(dotted: str, value: str, expected: str, shown: str) -> None:
+    parent, key = dotted.rsplit(".", 1) if "." in dotted else ("", dotted)
+    base = FULL if dotted in LINE else insert(FULL, parent, f"{key}: 0")  # FULL lacks it
     text = (
-        edit(FULL, dotted, value)
+        edit(base, dotted, value)
         if dotted != "metadata.labels.team"
         else FULL.replace("    team: llm", f"    team: {value}")
     )
-    assert findings(text) == [("S003", *at(dotted), f"{dotted} must be {expected}, not {shown}")]
+    where = locate(base, dotted) if dotted != "metadata.labels.team" else at(dotted)
+    assert findings(text) == [("S003", *where, f"{dotted} must be {expected}, not {shown}")]
 
 
 QUANTITY_TYPES = [
@@ -823,7 +827,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 75
+    assert len(list(properties(SCHEMA))) == 76
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -947,6 +951,8 @@ KNOWN = (
 )
 
 # (id, base text, edits, expected findings); each check once firing, once at its boundary.
+STAGED = insert(FULL, "parallelism", "stage_layers: [3" + ", 4" * 14 + ", 2]")
+
 CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
     (
         "X001",
@@ -1287,6 +1293,42 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
             "parallelism.account_for_embedding": "true",
             "parallelism.account_for_loss": "true",
         },
+        [],
+    ),
+    # a split set by hand (STAGED: 3 layers beside the embedding, 2 beside MTP and the head,
+    # 4 elsewhere): one count per stage, all 61 layers
+    (
+        "X030",
+        STAGED,
+        {"parallelism.stage_layers": "[" + ", ".join(["4"] * 16) + "]"},
+        [
+            (
+                "X030",
+                *locate(STAGED, "parallelism.stage_layers"),
+                "stage_layers gives 16 stages holding 64 layers, but the pipeline has 16 "
+                "stages and the model 61 layers",
+            )
+        ],
+    ),
+    (
+        "X030-stages",
+        STAGED,
+        {"parallelism.stage_layers": "[1" + ", 4" * 14 + ", 0]"},
+        [
+            (
+                "X030",
+                *locate(STAGED, "parallelism.stage_layers"),
+                "stage_layers gives 16 stages holding 57 layers, but the pipeline has 16 "
+                "stages and the model 61 layers",
+            )
+        ],
+    ),
+    ("X030-ok", STAGED, {}, []),
+    # a stage set by hand may hold no layer (DeepSeek-V3's last stage: MTP and loss): no X014
+    (
+        "X030-ok-empty-stage",
+        STAGED,
+        {"model.layers": "15", "parallelism.stage_layers": "[" + "1, " * 15 + "0]"},
         [],
     ),
     (

@@ -348,6 +348,15 @@ def to_manifest(
         "num_virtual_stages_per_pipeline_rank",
         "num_layers_per_virtual_pipeline_stage",
     )
+    counts = stage_counts(args, layers, pp, vpp)
+    if counts is not None:
+        b.set(
+            "parallelism.stage_layers",
+            counts,
+            "pipeline_model_parallel_layout",
+            "decoder_first_pipeline_num_layers",
+            "decoder_last_pipeline_num_layers",
+        )
     if (pp or 1) > 1:
         schedule = "interleaved-1f1b" if (vpp or 1) > 1 else "1f1b"
         b.set("parallelism.schedule", schedule, "pipeline_model_parallel_size")
@@ -543,6 +552,33 @@ def virtual_stages(
         # layers that do not fit are silently dropped (Megatron-LM #468; rule FW001)
         return max((layers // pp) // per_stage, 1)
     return None
+
+
+def stage_counts(
+    args: Mapping[str, Arg], layers: int | None, pp: int | None, vpp: int | None
+) -> list[int] | None:
+    """Decoder layers of each stage when the split is set by hand: the layout's `t`s per stage
+    (when Megatron-core would accept it), or --decoder-first/last-pipeline-num-layers with the
+    rest spread evenly over the other stages (arguments.py asks that it divides). None for
+    Megatron's even split."""
+    if not (layers and pp and pp > 1):
+        return None
+    if _layout_problem(args, layers, pp) is None:
+        stages = layout_stages(args.get("pipeline_model_parallel_layout"))
+        if stages is not None:
+            return [stage.count("t") for stage in stages]
+    first = _int(args.get("decoder_first_pipeline_num_layers"), "", [])  # not a number: even
+    last = _int(args.get("decoder_last_pipeline_num_layers"), "", [])
+    if first is None and last is None:
+        return None
+    total = pp * (vpp or 1)
+    ends = [n for n in (first, last) if n is not None]
+    middle, rest = total - len(ends), layers - sum(ends)
+    if middle < 1 or rest < 0 or rest % middle:
+        return None  # Megatron refuses it; dpguard keeps its even split
+    head = [] if first is None else [first]
+    tail = [] if last is None else [last]
+    return [*head, *[rest // middle] * middle, *tail]
 
 
 _LAYOUT_GROUP = re.compile(r"\(([^()]+)\)\*([0-9]+)")

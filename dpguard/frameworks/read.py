@@ -347,6 +347,10 @@ def _flagscale(doc: SourceDoc) -> Extract:
     merged_origins = {**out.origins, **origins}
     if dualpipev:
         merged.pop("parallelism.virtual_stages", None)
+    if "parallelism.schedule" in values:
+        # FlagScale's DualPipe(V) places its first/last stage sizes on its own two-chunk
+        # layout: dpguard keeps its even split there
+        merged.pop("parallelism.stage_layers", None)
     facts = {**out.facts, **_dualpipev_facts(args, dualpipev)}
     return replace(
         out,
