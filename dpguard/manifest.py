@@ -129,6 +129,7 @@ class Training:
     flash_attention: bool
     cross_entropy: str  # fused | unfused
     tensor_parallel_impl: str  # megatron | dtensor
+    pipeline_parallel_impl: str  # megatron | torch
 
 
 @dataclass(frozen=True)
@@ -310,6 +311,7 @@ def build_manifest(
         flash_attention=t.get("flash_attention", True),
         cross_entropy=t.get("cross_entropy", "fused"),
         tensor_parallel_impl=t.get("tensor_parallel_impl", "megatron"),
+        pipeline_parallel_impl=t.get("pipeline_parallel_impl", "megatron"),
     )
     parallelism, dp, micro = None, None, None
     if "parallelism" in data:

@@ -283,6 +283,7 @@ class TrainingSetup:
     flash_attention: bool = True
     fused_cross_entropy: bool = True  # cross_entropy: unfused keeps fp32 copies of the logits
     dtensor_tp: bool = False  # tensor_parallel_impl: dtensor (PyTorch DTensor, torchtitan)
+    torch_pipeline: bool = False  # pipeline_parallel_impl: torch (torch.distributed.pipelining)
 
     def __post_init__(self) -> None:
         if self.zero_stage not in (0, 1, 2, 3) or self.micro_batch_size < 1:
@@ -495,6 +496,7 @@ class PipelineLayout(NamedTuple):
     lead: int = 0  # the split counts the embedding as a layer of the first stage
     tail: int = 0  # ... and the loss as a layer of the last stage
     counts: tuple[int, ...] = ()  # layers of each stage when set by hand (stage_layers)
+    microbatches: int = 1  # M per step
 
 
 def pipeline_layout(
@@ -660,6 +662,11 @@ def estimate(
     last_stage = pipeline.stages - 1
     tokens = arch.seq_len / parallel.context * training.micro_batch_size
     logits = output_bytes(arch, parallel, training, tokens)
+    if training.torch_pipeline and pipeline.ranks > 1:
+        # torch.distributed.pipelining's last stage keeps each micro-batch's output (bf16
+        # logits, vocabulary-parallel over TP) until the step ends, to return them merged
+        # (stage.py output_chunks; pytorch/pytorch#138504 detaches them, #159251 asks to stop)
+        logits += (pipeline.microbatches - 1) * 2.0 * tokens * arch.vocab_size / parallel.tensor
     act = {
         moe: layer_activation_bytes(arch, moe, parallel, training)
         for moe in ((False, True) if arch.moe else (False,))
@@ -736,13 +743,16 @@ def estimate(
         # layers per stage, at the rank's average bytes per layer.
         activations = units * sum(stage_acts[s] for s in held) / len(held)
         activations += working if layer_count else 0.0
-        other = overhead + gather
+        loss = 0.0
         if last_stage in held:
-            other += logits
+            loss = logits
             activations += mtp_act  # MTP layers: one micro-batch on the last stage
+        other = overhead + gather + loss
         state_total = w + g + o + replica
-        low = state_total * (1 - s_lo) + activations * (1 - a_lo) + other - overhead / 2
-        high = state_total * (1 + s_hi) + activations * (1 + a_hi) + other + overhead
+        # the loss's logits are activations too, and as uncertain: they take their band
+        transient = activations + loss
+        low = state_total * (1 - s_lo) + transient * (1 - a_lo) + gather + overhead / 2
+        high = state_total * (1 + s_hi) + transient * (1 + a_hi) + gather + 2 * overhead
         inflight = pipeline.inflight[r]
         ranks.append(
             RankMemory(
@@ -784,7 +794,12 @@ def _assumptions(
         + ("" if training.fused_cross_entropy else ", unfused cross-entropy"),
         f"{pipe.stages} stage{'s' if pipe.stages > 1 else ''} on {pipe.ranks} "
         f"rank{'s' if pipe.ranks > 1 else ''}"
-        + (", a second copy of the mirrored stage per rank" if pipe.mirror else ""),
+        + (", a second copy of the mirrored stage per rank" if pipe.mirror else "")
+        + (
+            f", the last keeps all {pipe.microbatches} micro-batches' logits (torch pipelining)"
+            if training.torch_pipeline and pipe.ranks > 1
+            else ""
+        ),
     )
 
 

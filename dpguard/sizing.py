@@ -111,6 +111,7 @@ def training_setup(manifest: Manifest, **changes: Any) -> memory.TrainingSetup:
         flash_attention=t.flash_attention,
         fused_cross_entropy=t.cross_entropy == "fused",
         dtensor_tp=t.tensor_parallel_impl == "dtensor",
+        torch_pipeline=t.pipeline_parallel_impl == "torch",
     )
     return replace(setup, **changes) if changes else setup
 
@@ -283,7 +284,10 @@ def pipeline_layout(s: Strategy) -> memory.PipelineLayout | None:
     counts = inflight(s.schedule, s.pipeline, s.microbatches, _virtual(s))
     layout = memory.pipeline_layout(s.schedule, s.pipeline, _virtual(s), counts)
     return layout._replace(
-        lead=int(s.account_for_embedding), tail=int(s.account_for_loss), counts=s.stage_layers
+        lead=int(s.account_for_embedding),
+        tail=int(s.account_for_loss),
+        counts=s.stage_layers,
+        microbatches=s.microbatches,
     )
 
 

@@ -693,3 +693,14 @@ def test_a_pipeline_split_set_by_hand_is_read_per_stage(
     assert extract.values.get("parallelism.stage_layers") == counts
     if counts is not None:
         assert extract.origins["parallelism.stage_layers"].position.line == 1
+
+
+def test_torchtitan_pipelines_with_torch_pipelining(tmp_path: Path) -> None:
+    text = (
+        '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nseq_len = 4096\n'
+        "[parallelism]\npipeline_parallel_degree = {pp}\n"
+    )
+    staged = read(write(tmp_path, "a.toml", text.format(pp=2)), "torchtitan")
+    flat = read(write(tmp_path, "b.toml", text.format(pp=1)), "torchtitan")
+    assert staged.values["training.pipeline_parallel_impl"] == "torch"
+    assert "training.pipeline_parallel_impl" not in flat.values

@@ -258,3 +258,21 @@ def test_dtensor_tp_keeps_the_gathered_gemm_inputs_whole():
     dtensor = layer_activation_bytes(LLAMA8, False, par, TrainingSetup(dtensor_tp=True))
     tokens, h = 8192, 4096
     assert dtensor - megatron == pytest.approx(tokens * 2 * (2 * h) * (1 - 1 / 8))
+
+
+def test_torch_pipelining_keeps_every_micro_batch_s_logits_on_the_last_stage():
+    """torch.distributed.pipelining returns the merged outputs of the step, so its last stage
+    holds the bf16 logits of all M micro-batches (vocabulary-parallel over TP); Megatron-core
+    frees each output once sent. The other ranks are unchanged."""
+    layout = pipeline_layout("1f1b", 8, 1, inflight("1f1b", 8, 8))._replace(microbatches=8)
+    par = ParallelDegrees(8, 8, 8)
+    base = TrainingSetup(activation_recompute="full", micro_batch_size=4)
+    megatron = estimate(LLAMA405, par, base, layout).ranks
+    torch = estimate(LLAMA405, par, replace(base, torch_pipeline=True), layout).ranks
+    kept = 7 * 2.0 * (4 * 8192) * 128_256 / 8  # 7 more micro-batches of bf16 logits
+    assert torch[-1].other - megatron[-1].other == pytest.approx(kept)
+    assert kept / GIB == pytest.approx(6.85, abs=0.01)
+    assert [r.total for r in torch[:-1]] == [r.total for r in megatron[:-1]]
+    # the logits are transient tensors: they widen the band as activations do
+    assert torch[-1].high - megatron[-1].high == pytest.approx(kept * 1.6)
+    assert torch[-1].low - megatron[-1].low == pytest.approx(kept * 0.6)

@@ -54,7 +54,7 @@ def test_planned_with_the_dualpipe_replication_row(capsys):
     code, out, _ = plan(capsys, FRONTIER)
     assert code == 0
     assert (
-        "| Memory per GPU (worst rank) | 57.1 GiB (band 44.2-77.0) of 75.1 GiB usable (79.1 GiB "
+        "| Memory per GPU (worst rank) | 57.1 GiB (band 43.4-78.2) of 75.1 GiB usable (79.1 GiB "
         "less 5% headroom); rank 0: weights 2.77 + gradients 5.54 + optimizer 0.17 + second copy "
         "16.61 + activations 28.54 (33 in flight) + other 3.47 GiB (`dpguard memory` for every "
         "rank) |\n"

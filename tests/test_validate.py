@@ -164,6 +164,12 @@ def insert(text: str, parent: str, line: str) -> str:
     return "".join([*lines[: start + 1], f"{indent}{line}\n", *lines[start + 1 :]])
 
 
+def with_key(dotted: str) -> str:
+    """FULL, with `dotted` added (as 0) when FULL does not write it."""
+    parent, key = dotted.rsplit(".", 1) if "." in dotted else ("", dotted)
+    return FULL if dotted in LINE else insert(FULL, parent, f"{key}: 0")
+
+
 def apply(text: str, edits: dict[str, str | None]) -> str:
     for dotted, value in edits.items():
         text = edit(text, dotted, value)
@@ -347,8 +353,7 @@ TYPES = [
     ("dotted", "value", "expected", "shown"), TYPES, ids=[f"{t[0]}={t[1]}" for t in TYPES]
 )
 def test_wrong_type(dotted: str, value: str, expected: str, shown: str) -> None:
-    parent, key = dotted.rsplit(".", 1) if "." in dotted else ("", dotted)
-    base = FULL if dotted in LINE else insert(FULL, parent, f"{key}: 0")  # FULL lacks it
+    base = with_key(dotted)
     text = (
         edit(base, dotted, value)
         if dotted != "metadata.labels.team"
@@ -419,6 +424,12 @@ ENUMS = [
     ("training.tensor_parallel_impl", "DTensor", "megatron, dtensor", " (did you mean 'dtensor'?)"),
     ("training.tensor_parallel_impl", "fsdp", "megatron, dtensor", ""),
     (
+        "training.pipeline_parallel_impl",
+        "torchtitan",
+        "megatron, torch",
+        " (did you mean 'torch'?)",
+    ),
+    (
         "parallelism.schedule",
         "DualPipe",
         "gpipe, 1f1b, interleaved-1f1b, zb1p, dualpipe, dualpipev",
@@ -451,9 +462,9 @@ ENUMS = [
 def test_enum_and_const(dotted: str, value: str, allowed: str, hint: str) -> None:
     # (An architecture that is neither moe nor dense gets neither the moe requirements nor the
     # dense checks: the S005 finding is the only one.)
-    text = edit(FULL, dotted, value)
-    assert findings(text) == [
-        ("S005", *at(dotted), f"{dotted} is {value!r}; allowed: {allowed}{hint}")
+    base = with_key(dotted)
+    assert findings(edit(base, dotted, value)) == [
+        ("S005", *locate(base, dotted), f"{dotted} is {value!r}; allowed: {allowed}{hint}")
     ]
 
 
@@ -827,7 +838,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 76
+    assert len(list(properties(SCHEMA))) == 77
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -872,6 +883,7 @@ def test_schema_defaults_match_the_normalised_manifest(valid_manifest_text: str)
         "training.flash_attention": m.training.flash_attention,
         "training.cross_entropy": m.training.cross_entropy,
         "training.tensor_parallel_impl": m.training.tensor_parallel_impl,
+        "training.pipeline_parallel_impl": m.training.pipeline_parallel_impl,
         "parallelism.tensor": m.parallelism.tensor if m.parallelism else None,
         "parallelism.pipeline": m.parallelism.pipeline if m.parallelism else None,
         "parallelism.virtual_stages": m.parallelism.virtual_stages if m.parallelism else None,

@@ -327,6 +327,8 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
     put("training.cross_entropy", "fused" if loss_compiled else "unfused", compile_at or local_at)
     if tp > 1:
         put("training.tensor_parallel_impl", "dtensor", tp_at)
+    if pp > 1:  # torchtitan pipelines with torch.distributed.pipelining
+        put("training.pipeline_parallel_impl", "torch", pp_at)
     backend, backend_at = find(("parallelism", "expert_parallel_comm_backend"))
     if backend is not None and values.get("model.architecture") == "moe":
         put(

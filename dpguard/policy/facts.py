@@ -124,6 +124,7 @@ _SPECS = (
     _f("training.flash_attention", "bool", "attention keeps no s x s scores"),
     _f("training.cross_entropy", "str", "loss implementation", ("fused", "unfused")),
     _f("training.tensor_parallel_impl", "str", "tensor-parallel style", ("megatron", "dtensor")),
+    _f("training.pipeline_parallel_impl", "str", "pipeline runtime", ("megatron", "torch")),
     _f("parallelism.tensor", "int", "proposed tensor-parallel size (unset: nothing proposed)"),
     _f("parallelism.pipeline", "int", "proposed pipeline depth P"),
     _f("parallelism.virtual_stages", "int", "proposed virtual stages per rank"),
