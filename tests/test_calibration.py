@@ -35,6 +35,10 @@ KNOWN_MISSES = {
     # leaves something unexplained: the same run interleaved reads 10 GiB less (the model: 7
     # more, +3 %), and its 4D sibling with the same tokens per micro-batch 7 GiB less (-10 %).
     "torchtitan-llama31-405b-3d-1f1b": "FSDP+PP reserved memory not explained",
+    # -20 %: the 4D table's CP 8 row at 262,144 tokens reads 9.6 GiB above its CP 1 sibling
+    # (same tokens per GPU and micro-batch, which the model prices alike): what ring attention
+    # at that length adds is not modelled.
+    "torchtitan-llama31-405b-4d-cp8": "context-parallel attention at 262k tokens not modelled",
     # +15.5 %: rank 0's states are exact (42.4 GiB), so activations read high. The same run
     # with the MLP recomputed measures 3 GiB less where the model removes 12.7: TE's FP8 MLP
     # keeps less than its tensors suggest, or fewer micro-batches are in flight on rank 0.
