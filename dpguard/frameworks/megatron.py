@@ -16,6 +16,7 @@ import ast
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from dpguard.findings import Severity
@@ -592,7 +593,13 @@ def layout_stages(arg: Arg | None) -> list[str] | None:
     and ``x*n`` repeat, ``|`` separates stages in order PP rank first, then virtual stage."""
     if arg is None or not isinstance(arg.value, str):
         return None
-    text = arg.value.replace(",", "").replace(" ", "")
+    stages = _parse_layout(arg.value)
+    return None if stages is None else list(stages)
+
+
+@lru_cache(maxsize=16)  # one reading asks for the same string's stages three times
+def _parse_layout(value: str) -> tuple[str, ...] | None:
+    text = value.replace(",", "").replace(" ", "")
     for _ in range(8):  # nested groups unroll from the inside out
         unrolled = _LAYOUT_GROUP.sub(lambda m: m.group(1) * int(m.group(2)), text)
         if unrolled == text or len(unrolled) > 100_000:
@@ -601,7 +608,7 @@ def layout_stages(arg: Arg | None) -> list[str] | None:
     text = _LAYOUT_REPEAT.sub(lambda m: m.group(1) * int(m.group(2)), text)
     if len(text) > 100_000 or not re.fullmatch(r"[ELtm|]+", text):
         return None
-    return text.split("|")
+    return tuple(text.split("|"))
 
 
 def _layout_problem(args: Mapping[str, Arg], layers: int | None, pp: int) -> str | None:
