@@ -193,7 +193,11 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
         raw.get(f"parallelism.account_for_{part}") is True for part in ("embedding", "loss")
     )
     counts = raw.get("parallelism.stage_layers")
-    if isinstance(counts, list) and layers and pp:
+    # an element the schema rejects is its finding alone
+    whole = isinstance(counts, list) and not any(
+        path[:2] == ("parallelism", "stage_layers") for path in raw.broken
+    )
+    if whole and layers and pp:
         # a split set by hand (Megatron's pipeline layout): one count per stage, all layers
         stages = pp * (2 if raw.get("parallelism.schedule") == "dualpipev" else (vs or 1))
         if len(counts) != stages or sum(counts) != layers:

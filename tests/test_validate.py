@@ -1956,6 +1956,19 @@ def test_every_cross_field_check_fires_and_has_a_boundary() -> None:
     assert quiet == x_codes
 
 
+@pytest.mark.parametrize(
+    ("value", "code", "shown"),
+    [('[1, "a"]', "S003", "must be an integer, not 'a'"), ("[[1], 2]", "S003", "not a list")],
+)
+def test_stage_layers_with_a_broken_element_is_that_finding_alone(
+    value: str, code: str, shown: str
+) -> None:
+    """X030 adds no second finding (and no crash summing a string) for a schema-broken count."""
+    base = insert(FULL, "parallelism", f"stage_layers: {value}")
+    found = findings(base)
+    assert [(f[0], shown in f[3]) for f in found] == [(code, True)]
+
+
 def test_cross_field_checks_stay_silent_on_schema_broken_values() -> None:
     # tensor 0 breaks the schema: no divisibility check may divide by it or report it again.
     assert findings(edit(FULL, "parallelism.tensor", "0")) == [
