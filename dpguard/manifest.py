@@ -126,6 +126,8 @@ class Training:
     optimizer_offload: float
     optimizer_moment_dtype: str  # fp32 | bf16
     main_grad_dtype: str  # fp32 | bf16
+    fp8_param_gather: bool  # FP8 primary weights
+    parameter_transpose_cache: bool  # TE keeps each FP8 weight's transpose
     flash_attention: bool
     cross_entropy: str  # fused | unfused
     tensor_parallel_impl: str  # megatron | dtensor
@@ -308,6 +310,8 @@ def build_manifest(
         optimizer_offload=float(t.get("optimizer_offload", 0)),
         optimizer_moment_dtype=t.get("optimizer_moment_dtype", "fp32"),
         main_grad_dtype=t.get("main_grad_dtype", "fp32"),
+        fp8_param_gather=t.get("fp8_param_gather", False),
+        parameter_transpose_cache=t.get("parameter_transpose_cache", True),
         flash_attention=t.get("flash_attention", True),
         cross_entropy=t.get("cross_entropy", "fused"),
         tensor_parallel_impl=t.get("tensor_parallel_impl", "megatron"),

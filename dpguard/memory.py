@@ -277,6 +277,7 @@ class TrainingSetup:
     micro_batch_size: int = 1
     optimizer_moment_bytes: int = 4  # 2 for BF16 moments
     grad_bytes: int = 4  # 2 for BF16 main grads (bf16/fp8 training; fp16 keeps 2 anyway)
+    fp8_weights: bool = False  # FP8 primary weights with no cached transpose: 1 B per weight
     activation_fp8: bool = False  # activation_storage: fp8
     activation_offload: bool = False
     optimizer_offload: float = 0.0
@@ -308,12 +309,16 @@ class StateBytes(NamedTuple):
 
 
 def state_bytes(training: TrainingSetup) -> StateBytes:
-    """Unsharded bytes/param (Megatron dist_optimizer.md: bf16/fp32 18 B, fp16/fp16 20 B; FP8
-    training keeps BF16 weights and casts per GEMM)."""
+    """Unsharded bytes/param (Megatron dist_optimizer.md: bf16/fp32 18 B, fp16/fp16 20 B). FP8
+    training keeps BF16 weights and casts per GEMM, or with FP8 primary weights (Megatron's
+    --fp8-param-gather) FP8 data plus the transpose Transformer Engine caches for the backward
+    pass: 2 B either way, 1 B when that cache is off (--disable-parameter-transpose-cache).
+    The embedding and output layer stay BF16 but are priced at 1 B too (a small under-count)."""
     moments = 2.0 * training.optimizer_moment_bytes
     if training.precision == "fp16":
         return StateBytes(2.0, 2.0, 4.0 + 4.0 + moments)  # + an fp32 main-grad copy
-    return StateBytes(2.0, float(training.grad_bytes), 4.0 + moments)
+    weights = 1.0 if training.fp8_weights else 2.0
+    return StateBytes(weights, float(training.grad_bytes), 4.0 + moments)
 
 
 def sharded_bytes(training: TrainingSetup, degree: float) -> StateBytes:

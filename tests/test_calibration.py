@@ -39,10 +39,6 @@ KNOWN_MISSES = {
     # (same tokens per GPU and micro-batch, which the model prices alike): what ring attention
     # at that length adds is not modelled.
     "torchtitan-llama31-405b-4d-cp8": "context-parallel attention at 262k tokens not modelled",
-    # +15.5 %: rank 0's states are exact (42.4 GiB), so activations read high. The same run
-    # with the MLP recomputed measures 3 GiB less where the model removes 12.7: TE's FP8 MLP
-    # keeps less than its tensors suggest, or fewer micro-batches are in flight on rank 0.
-    "mbridge-llama3-70b-sft": "FP8 SwiGLU activations under interleaving read high",
 }
 
 

@@ -704,3 +704,37 @@ def test_torchtitan_pipelines_with_torch_pipelining(tmp_path: Path) -> None:
     flat = read(write(tmp_path, "b.toml", text.format(pp=1)), "torchtitan")
     assert staged.values["training.pipeline_parallel_impl"] == "torch"
     assert "training.pipeline_parallel_impl" not in flat.values
+
+
+@pytest.mark.parametrize(
+    "fmt, text, expected",
+    [
+        (
+            "megatron",
+            "torchrun pretrain_gpt.py --fp8-format hybrid --fp8-param-gather\n",
+            {"fp8_param_gather": True},
+        ),
+        (
+            "megatron",
+            "torchrun pretrain_gpt.py --fp8-format hybrid --fp8-param-gather "
+            "--disable-parameter-transpose-cache\n",
+            {"fp8_param_gather": True, "parameter_transpose_cache": False},
+        ),
+        # Megatron-Bridge's FP8 presets keep FP8 primary weights, but sub-channel scaling
+        (
+            "bridge",
+            "mixed_precision: bf16_with_fp8_current_scaling_mixed\n"
+            "model: {disable_parameter_transpose_cache: true}\n",
+            {"fp8_param_gather": True, "parameter_transpose_cache": False},
+        ),
+        ("bridge", "mixed_precision: bf16_with_fp8_subchannel_scaling_mixed\n", {}),
+        ("bridge", "mixed_precision: bf16_mixed\n", {}),
+    ],
+)
+def test_fp8_primary_weights_and_the_transpose_cache(
+    tmp_path: Path, fmt: str, text: str, expected: dict[str, object]
+) -> None:
+    name = "train.sh" if fmt == "megatron" else "config.yaml"
+    values = read(write(tmp_path, name, text), fmt).values
+    keys = ("fp8_param_gather", "parameter_transpose_cache")
+    assert {k: values[f"training.{k}"] for k in keys if f"training.{k}" in values} == expected

@@ -276,3 +276,11 @@ def test_torch_pipelining_keeps_every_micro_batch_s_logits_on_the_last_stage():
     # the logits are transient tensors: they widen the band as activations do
     assert torch[-1].high - megatron[-1].high == pytest.approx(kept * 1.6)
     assert torch[-1].low - megatron[-1].low == pytest.approx(kept * 0.6)
+
+
+def test_fp8_primary_weights_without_a_cached_transpose_take_one_byte():
+    """Megatron's --fp8-param-gather keeps FP8 weights; Transformer Engine caches their transpose
+    for the backward pass unless --disable-parameter-transpose-cache: 2 B per weight either
+    way, 1 B with FP8 weights and no cache. Gradients and optimizer states do not change."""
+    assert sharded_bytes(TrainingSetup("fp8"), 1).weights == 2.0
+    assert sharded_bytes(TrainingSetup("fp8", fp8_weights=True), 1) == (1.0, 4.0, 12.0)

@@ -345,6 +345,8 @@ TYPES = [
     ("parallelism.account_for_embedding", "'yes'", "true or false", "'yes'"),
     ("parallelism.account_for_loss", "0", "true or false", "0"),
     ("parallelism.stage_layers", "4", "a list", "4"),
+    ("training.fp8_param_gather", "'yes'", "true or false", "'yes'"),
+    ("training.parameter_transpose_cache", "0", "true or false", "0"),
     ("communication", "deepep", "a mapping", "'deepep'"),
 ]
 
@@ -838,7 +840,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 77
+    assert len(list(properties(SCHEMA))) == 79
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -880,6 +882,8 @@ def test_schema_defaults_match_the_normalised_manifest(valid_manifest_text: str)
         "training.optimizer_offload": m.training.optimizer_offload,
         "training.optimizer_moment_dtype": m.training.optimizer_moment_dtype,
         "training.main_grad_dtype": m.training.main_grad_dtype,
+        "training.fp8_param_gather": m.training.fp8_param_gather,
+        "training.parameter_transpose_cache": m.training.parameter_transpose_cache,
         "training.flash_attention": m.training.flash_attention,
         "training.cross_entropy": m.training.cross_entropy,
         "training.tensor_parallel_impl": m.training.tensor_parallel_impl,

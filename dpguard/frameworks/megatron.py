@@ -122,6 +122,8 @@ KNOWN = frozenset(
         "optimizer_offload_fraction",
         "use_megatron_fsdp",
         "data_parallel_sharding_strategy",
+        "fp8_param_gather",
+        "disable_parameter_transpose_cache",
     ]
 )
 
@@ -320,6 +322,8 @@ _SWITCHES = frozenset(
         "use_precision_aware_optimizer",
         "optimizer_cpu_offload",
         "use_megatron_fsdp",
+        "fp8_param_gather",
+        "disable_parameter_transpose_cache",
     }
 )
 
@@ -447,7 +451,7 @@ def to_manifest(
         b.set("training.precision", "bf16", "bf16")
     elif _true(args.get("fp16")):
         b.set("training.precision", "fp16", "fp16")
-    _optimizer_bytes(b, args)
+    _state_bytes(b, args)
     if _true(args.get("use_megatron_fsdp")):
         # Megatron-FSDP shards what --data-parallel-sharding-strategy names (arguments.py;
         # default optim_grads_params, ZeRO-3)
@@ -503,18 +507,24 @@ def _half(arg: Arg | None) -> bool | None:
     return any(t in str(arg.value).lower() for t in ("bf16", "bfloat16", "fp16", "float16", "fp8"))
 
 
-def _optimizer_bytes(b: _Builder, args: Mapping[str, Arg]) -> None:
-    """Gradient and optimizer-state precision and optimizer offload. Megatron-LM's
-    arguments.py keeps bf16 main gradients in fp32 unless --grad-reduce-in-bf16 (or the
-    precision-aware optimizer's --main-grads-dtype bf16); Megatron-core's DDP config names it
-    grad_reduce_in_fp32 (the YAML dialects). The moment dtypes apply only with
-    --use-precision-aware-optimizer (OptimizerConfig); a 16- or 8-bit pair is priced at 2 B
-    (fp8 moments are 1 B: this errs large). --optimizer-cpu-offload moves
-    --optimizer-offload-fraction of the states to the host (default 1.0)."""
+def _state_bytes(b: _Builder, args: Mapping[str, Arg]) -> None:
+    """What decides the model-state bytes: FP8 primary weights (--fp8-param-gather) and the
+    transpose cache (--disable-parameter-transpose-cache), the gradient and optimizer-state
+    precision, and optimizer offload. Megatron-LM's arguments.py keeps bf16 main gradients in
+    fp32 unless --grad-reduce-in-bf16 (or the precision-aware optimizer's --main-grads-dtype
+    bf16); Megatron-core's DDP config names it grad_reduce_in_fp32 (the YAML dialects). The
+    moment dtypes apply only with --use-precision-aware-optimizer (OptimizerConfig); a 16- or
+    8-bit pair is priced at 2 B (fp8 moments are 1 B: this errs large). --optimizer-cpu-offload
+    moves --optimizer-offload-fraction of the states to the host (default 1.0)."""
     if _true(args.get("grad_reduce_in_bf16")) or _half(args.get("main_grads_dtype")):
         b.set("training.main_grad_dtype", "bf16", "grad_reduce_in_bf16", "main_grads_dtype")
     elif (fp32 := args.get("grad_reduce_in_fp32")) is not None and fp32.value is not None:
         b.set("training.main_grad_dtype", "fp32" if _true(fp32) else "bf16", "grad_reduce_in_fp32")
+    # FP8 primary weights and Transformer Engine's cache of their transposes (memory.state_bytes)
+    if _true(args.get("fp8_param_gather")):
+        b.set("training.fp8_param_gather", True, "fp8_param_gather")
+    if _true(args.get("disable_parameter_transpose_cache")):
+        b.set("training.parameter_transpose_cache", False, "disable_parameter_transpose_cache")
     if _true(args.get("use_precision_aware_optimizer")) and all(
         _half(args.get(k)) for k in ("exp_avg_dtype", "exp_avg_sq_dtype")
     ):

@@ -298,6 +298,10 @@ def _bridge(doc: SourceDoc) -> Extract:
         origin = Origin(doc.name, doc.value_position(("mixed_precision",)))
         if "fp8" in mixed:
             args["fp8"] = Arg(True, origin)
+            # Megatron-Bridge's FP8 presets keep FP8 primary weights, but for sub-channel
+            # scaling (training/mixed_precision.py)
+            if "subchannel" not in mixed:
+                args.setdefault("fp8_param_gather", Arg(True, origin))
         elif mixed.startswith("bf16"):
             args["bf16"] = Arg(True, origin)
         elif mixed.startswith("fp16") or mixed.startswith("16"):

@@ -121,6 +121,8 @@ _SPECS = (
     _f("training.optimizer_offload", "number", "fraction of optimizer states in host memory"),
     _f("training.optimizer_moment_dtype", "str", "Adam moment precision", ("fp32", "bf16")),
     _f("training.main_grad_dtype", "str", "gradient buffer precision", ("fp32", "bf16")),
+    _f("training.fp8_param_gather", "bool", "weights kept in FP8 (FP8 primary weights)"),
+    _f("training.parameter_transpose_cache", "bool", "TE caches each FP8 weight's transpose"),
     _f("training.flash_attention", "bool", "attention keeps no s x s scores"),
     _f("training.cross_entropy", "str", "loss implementation", ("fused", "unfused")),
     _f("training.tensor_parallel_impl", "str", "tensor-parallel style", ("megatron", "dtensor")),
