@@ -128,3 +128,29 @@ def test_fail_on_from_config_and_flag_wins(repo: Path, capsys: pytest.CaptureFix
     (repo / ".dpguard.yaml").write_text("fail_on: warning\n", encoding="utf-8")
     assert review(capsys)[0] == 1
     assert review(capsys, "--fail-on", "error")[0] == 0
+
+
+def test_json_findings_carry_the_waiver(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A waived finding in the JSON report says who accepted it, why, until when and where,
+    as SARIF's suppression does; unwaived findings have no waiver key."""
+    import json
+
+    import jsonschema
+
+    from dpguard.resources import schema
+
+    write_waivers(repo, ADV001.format(expires="2026-02-01"))
+    _code, out, _err = review(capsys, "--format", "json")
+    report = json.loads(out)
+    jsonschema.validate(report, schema("report.schema.json"))
+    findings = report["files"][0]["findings"]
+    waived = [f for f in findings if f["waived"]]
+    assert [f["code"] for f in waived] == ["ADV001"]
+    waiver = waived[0]["waiver"]
+    assert waiver.pop("location") == f"{repo / 'waivers.yaml'}:4:5"  # the entry's first key
+    assert waiver == {
+        "reason": "M/P fixed by the data loader",
+        "owner": "llm-platform",
+        "expires": "2026-02-01",
+    }
+    assert all("waiver" not in f for f in findings if not f["waived"])

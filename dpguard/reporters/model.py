@@ -241,7 +241,7 @@ def policy_sets(report: Report) -> list[dict[str, str]]:
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "code": finding.code,
         "kind": finding.kind,
         "severity": finding.severity.value,
@@ -250,6 +250,15 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
         "column": finding.col,
         "waived": finding.waived,
     }
+    waiver = finding.waiver
+    if waiver is not None:  # who accepted it, why and until when (as SARIF's suppression)
+        out["waiver"] = {
+            "reason": waiver.reason,
+            "owner": waiver.owner,
+            "expires": waiver.expires,
+            "location": waiver.location,
+        }
+    return out
 
 
 TOOL = {"name": "dpguard", "version": __version__}
