@@ -513,6 +513,22 @@ def test_a_cost_setting_without_a_currency_is_refused(
     assert code == 2 and "currency" in out
 
 
+def test_a_price_for_an_accelerator_no_manifest_can_name_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Manifests carry the catalog id: a price keyed by an alias or an unknown name would never
+    apply (the default would, silently), so the policy fails to load, at the key."""
+    monkeypatch.chdir(tmp_path)
+    prices = PRICES.replace(
+        "    default: 3.0\n", "    default: 3.0\n    H100: 2.0\n    B300X: 4.0\n"
+    )
+    Path("prices.yaml").write_text(prices, encoding="utf-8")
+    code, out, _ = run(capsys, "lint-policies", "prices.yaml")
+    assert code == 2
+    assert "cost_per_gpu_hour: 'H100' is 'H100-SXM' in the catalog: write 'H100-SXM'" in out
+    assert "cost_per_gpu_hour: unknown accelerator 'B300X'" in out
+
+
 # ---- the composite action ---------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ import contextlib
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cache
 from pathlib import Path as FsPath
 from typing import Any
@@ -152,6 +152,13 @@ def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
             f"{doc.location(('settings', 'op_time_ratios'))}: op_time_ratios: {problem}"
             for problem in _ratio_problems(settings["op_time_ratios"])
         ]
+    for table in ("efficiency", "cost_per_gpu_hour"):
+        # keyed by accelerator: a key no manifest can carry would silently fall to `default`
+        if isinstance(settings.get(table), dict):
+            problems += [
+                f"{doc.location(('settings', table, key))}: {table}: {problem}"
+                for key, problem in _accelerator_key_problems(settings[table])
+            ]
     policy_set = PolicySet(
         name=name,
         version=data["metadata"]["version"],
@@ -169,6 +176,22 @@ def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
     if not trusted and not problems:
         dpguard_cache.vouch(marker)
     return policy_set, problems
+
+
+def _accelerator_key_problems(table: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """Keys of a per-accelerator table that no manifest's accelerator can match: manifests are
+    normalised to the catalog id (or `custom`)."""
+    from dpguard.catalog import load_catalog
+
+    catalog = load_catalog()
+    for key in table:
+        if key in ("default", "currency", "sources", "custom") or key in catalog.ids():
+            continue
+        entry = catalog.lookup(key)
+        if entry is None:
+            yield key, f"unknown accelerator {key!r}{catalog.hint(key)}"
+        else:
+            yield key, f"{key!r} is {entry.id!r} in the catalog: write {entry.id!r}"
 
 
 def _ratio_problems(ratios: dict[str, Any]) -> tuple[str, ...]:
