@@ -7,8 +7,14 @@ from collections.abc import Iterable
 
 
 def hint(word: str, choices: Iterable[object]) -> str:
-    """ " (did you mean 'x'?)" for the closest choice, ignoring case ("BF16" -> 'bf16'), or "".
-    Equally close choices go to the first in sorted order (difflib would take the last:
+    """ " (did you mean 'x'?)" for the closest choice, or "" (see `closest`)."""
+    match = closest(word, choices)
+    return f" (did you mean {match!r}?)" if match is not None else ""
+
+
+def closest(word: str, choices: Iterable[object], cutoff: float = 0.6) -> str | None:
+    """The closest choice at least `cutoff` similar, ignoring case ("BF16" -> 'bf16'), or
+    None. Equally close choices go to the first in sorted order (difflib would take the last:
     "HR03" -> 'HR013' rather than 'HR003')."""
     by_lower = {str(c).lower(): str(c) for c in choices}
     matcher = difflib.SequenceMatcher()
@@ -16,12 +22,12 @@ def hint(word: str, choices: Iterable[object]) -> str:
     best: tuple[float, str] | None = None
     for candidate in sorted(by_lower):
         matcher.set_seq1(candidate)
-        if matcher.real_quick_ratio() < 0.6 or matcher.quick_ratio() < 0.6:
+        if matcher.real_quick_ratio() < cutoff or matcher.quick_ratio() < cutoff:
             continue
         score = matcher.ratio()
-        if score >= 0.6 and (best is None or score > best[0]):
+        if score >= cutoff and (best is None or score > best[0]):
             best = (score, candidate)
-    return f" (did you mean {by_lower[best[1]]!r}?)" if best else ""
+    return by_lower[best[1]] if best else None
 
 
 # Operators people write from other languages, mapped to the dpguard operator that means the

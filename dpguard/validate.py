@@ -19,7 +19,7 @@ from dpguard.catalog import Catalog
 from dpguard.crossfield import Raw, cross_field_problems
 from dpguard.errors import ConfigError
 from dpguard.findings import Finding, Severity
-from dpguard.hints import hint
+from dpguard.hints import closest, hint
 from dpguard.yamlsource import Path, SourceDoc
 
 SCHEMA_FILE = "manifest.schema.json"
@@ -122,11 +122,21 @@ def _key_hint(schema: dict[str, Any], key: Any, where: str, allowed: Any) -> str
     expert belongs under parallelism)"."""
     near = hint(str(key), allowed)
     here = re.sub(r"\[\d+\]", "[]", where)
-    homes = [h for h in _homes(json.dumps(schema, sort_keys=True)).get(str(key), ()) if h != here]
+    everywhere = _homes(json.dumps(schema, sort_keys=True))
+    homes = [h for h in everywhere.get(str(key), ()) if h != here]
+    name = str(key)
+    if not homes and not near:
+        # misspelled and in the wrong section (`precison` under model): only a near-certain
+        # spelling, as a key from another section is a bolder guess (`region` is no `precision`)
+        name = closest(name, everywhere, cutoff=0.85) or name
+        homes = [h for h in everywhere.get(name, ()) if h != here]
+        if not homes or len(homes) > 2:
+            return ""
+        near = f" (did you mean {name!r}?)"
     if not homes or len(homes) > 2:
         return near
     places = " or ".join("at the top level" if h == "(top level)" else f"under {h}" for h in homes)
-    belongs = f"{key} belongs {places}"
+    belongs = f"{name} belongs {places}"
     return f"{near[:-1]} {belongs})" if near else f" ({belongs})"
 
 

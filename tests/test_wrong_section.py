@@ -24,7 +24,7 @@ def test_manifest_keys_in_the_wrong_section(
     assert "\nmodel:\n" in text and "\ntraining:\n" in text
     text = text.replace(
         "\nmodel:\n",
-        "\nmodel:\n  precision: bf16\n  gpus: 8\n  expert: 8\n  precison: bf16\n",
+        "\nmodel:\n  precision: bf16\n  gpus: 8\n  expert: 8\n  precison: bf16\n  zzzz: 1\n",
     ).replace("\ntraining:\n", "\ntraining:\n  model: {}\n")
     path = tmp_path / "m.yaml"
     path.write_text(text, encoding="utf-8")
@@ -34,8 +34,11 @@ def test_manifest_keys_in_the_wrong_section(
         "unknown key 'gpus' in model (gpus belongs under cluster)",
         # a near key here is still offered first: 'expert' may be a typo of model.experts
         "unknown key 'expert' in model (did you mean 'experts'? expert belongs under parallelism)",
-        # a key defined nowhere gets only the usual hint, or none
-        "unknown key 'precison' in model",
+        # a key defined nowhere: the closest key anywhere, and where that one belongs
+        "unknown key 'precison' in model (did you mean 'precision'? precision belongs under "
+        "training)",
+        # nothing close anywhere: no hint
+        "unknown key 'zzzz' in model",
         "unknown key 'model' in training (model belongs at the top level)",
     ]
 
