@@ -120,6 +120,28 @@ def rule_info(report: Report, code: str) -> RuleInfo:
     return RuleInfo(code, title, f"{code}: {title} ({family}).", Severity.ERROR, "engine")
 
 
+def split_location(location: str) -> tuple[str, int, int]:
+    """``file:line:col`` -> (file, line, col); ("", 0, 0) when it is not one."""
+    path, _, rest = location.rpartition(":")
+    path, _, line = path.rpartition(":")
+    if not (path and line.isdigit() and rest.isdigit()):
+        return "", 0, 0
+    return path, int(line), int(rest)
+
+
+def relative_location(location: str) -> str:
+    """``file:line:col`` with the file relative to the current directory when it lies under
+    it (reports show paths as the user gave them, not this machine's)."""
+    path, line, col = split_location(location)
+    p = Path(path)
+    if not path or not p.is_absolute():
+        return location
+    try:
+        return f"{p.relative_to(Path.cwd()).as_posix()}:{line}:{col}"
+    except ValueError:
+        return location
+
+
 def relative_uri(path: str) -> str:
     """A URI reference for a finding's path: relative (forward slashes, percent-encoded) when the
     file lies under the current directory, a file: URI otherwise."""
@@ -256,7 +278,7 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
             "reason": waiver.reason,
             "owner": waiver.owner,
             "expires": waiver.expires,
-            "location": waiver.location,
+            "location": relative_location(waiver.location),
         }
     return out
 

@@ -22,6 +22,7 @@ from dpguard.reporters.model import (
     policy_sets,
     relative_uri,
     rule_info,
+    split_location,
 )
 
 SCHEMA_URI = (
@@ -82,7 +83,7 @@ def _suppression(finding: Finding) -> dict[str, Any]:
             "expires": waiver.expires,
         },
     }
-    path, line, col = _split_location(waiver.location)
+    path, line, col = split_location(waiver.location)
     if path:
         suppression["location"] = {
             "physicalLocation": {
@@ -91,15 +92,6 @@ def _suppression(finding: Finding) -> dict[str, Any]:
             }
         }
     return suppression
-
-
-def _split_location(location: str) -> tuple[str, int, int]:
-    """``file:line:col`` -> (file, line, col); ("", 0, 0) when it is not one."""
-    path, _, rest = location.rpartition(":")
-    path, _, line = path.rpartition(":")
-    if not (path and line.isdigit() and rest.isdigit()):
-        return "", 0, 0
-    return path, int(line), int(rest)
 
 
 def sarif_dict(report: Report) -> dict[str, Any]:
