@@ -92,6 +92,14 @@ class Catalog:
                 return acc
         return None
 
+    def canonical(self, name: str) -> str | None:
+        """What a manifest naming `name` carries in cluster.accelerator: the catalog id, or
+        `custom`; None for a name the catalog does not know."""
+        if name.lower() == "custom":
+            return "custom"
+        entry = self.lookup(name)
+        return entry.id if entry else None
+
     def ids(self) -> tuple[str, ...]:
         """Sorted ids, for listings and "did you mean" suggestions."""
         return tuple(sorted(acc.id for acc in self.accelerators))

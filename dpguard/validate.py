@@ -128,11 +128,10 @@ def _key_hint(schema: dict[str, Any], key: Any, where: str, allowed: Any) -> str
     if not homes and not near:
         # misspelled and in the wrong section (`precison` under model): only a near-certain
         # spelling, as a key from another section is a bolder guess (`region` is no `precision`)
-        name = closest(name, everywhere, cutoff=0.85) or name
-        homes = [h for h in everywhere.get(name, ()) if h != here]
-        if not homes or len(homes) > 2:
-            return ""
-        near = f" (did you mean {name!r}?)"
+        guess = closest(name, everywhere, cutoff=0.85)
+        homes = [h for h in everywhere.get(guess, ()) if h != here] if guess else []
+        if 0 < len(homes) <= 2:
+            name, near = str(guess), hint(name, [guess])
     if not homes or len(homes) > 2:
         return near
     places = " or ".join("at the top level" if h == "(top level)" else f"under {h}" for h in homes)

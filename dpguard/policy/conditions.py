@@ -125,10 +125,9 @@ def _accelerator(item: str, where: Path) -> None:
     from dpguard.catalog import load_catalog
 
     catalog = load_catalog()
-    if item == "custom" or item in catalog.ids():
+    canonical = catalog.canonical(item)
+    if canonical == item:
         return
-    entry = catalog.lookup(item)
-    canonical = "custom" if item.lower() == "custom" else entry.id if entry else None
     if canonical is not None:
         raise ConditionProblem(
             f"{item!r} can never match cluster.accelerator: manifests are normalised to the "

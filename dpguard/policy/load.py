@@ -185,13 +185,13 @@ def _accelerator_key_problems(table: dict[str, Any]) -> Iterator[tuple[str, str]
 
     catalog = load_catalog()
     for key in table:
-        if key in ("default", "currency", "sources", "custom") or key in catalog.ids():
+        if key in ("default", "currency", "sources"):
             continue
-        entry = catalog.lookup(key)
-        if entry is None:
+        canonical = catalog.canonical(key)
+        if canonical is None:
             yield key, f"unknown accelerator {key!r}{catalog.hint(key)}"
-        else:
-            yield key, f"{key!r} is {entry.id!r} in the catalog: write {entry.id!r}"
+        elif canonical != key:
+            yield key, f"{key!r} is {canonical!r} in the catalog: write {canonical!r}"
 
 
 def _ratio_problems(ratios: dict[str, Any]) -> tuple[str, ...]:
