@@ -126,12 +126,13 @@ class Training:
     optimizer_offload: float
     optimizer_moment_dtype: str  # fp32 | bf16
     main_grad_dtype: str  # fp32 | bf16
+    bf16_grads_kept: bool  # DeepSpeed's BF16_Optimizer keeps the bf16 grads beside its fp32 ones
     fp8_param_gather: bool  # FP8 primary weights
     parameter_transpose_cache: bool  # TE keeps each FP8 weight's transpose
     flash_attention: bool
     cross_entropy: str  # fused | unfused
     tensor_parallel_impl: str  # megatron | dtensor
-    pipeline_parallel_impl: str  # megatron | torch
+    pipeline_parallel_impl: str  # megatron | torch | deepspeed
 
 
 @dataclass(frozen=True)
@@ -310,6 +311,7 @@ def build_manifest(
         optimizer_offload=float(t.get("optimizer_offload", 0)),
         optimizer_moment_dtype=t.get("optimizer_moment_dtype", "fp32"),
         main_grad_dtype=t.get("main_grad_dtype", "fp32"),
+        bf16_grads_kept=t.get("bf16_grads_kept", False),
         fp8_param_gather=t.get("fp8_param_gather", False),
         parameter_transpose_cache=t.get("parameter_transpose_cache", True),
         flash_attention=t.get("flash_attention", True),

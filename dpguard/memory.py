@@ -32,6 +32,7 @@ from itertools import accumulate
 from typing import Literal, NamedTuple
 
 Precision = Literal["bf16", "fp8", "fp16"]
+PipelineImpl = Literal["megatron", "torch", "deepspeed"]
 Recompute = Literal["none", "selective", "selective_op", "full"]
 
 GIB = 2**30
@@ -277,6 +278,7 @@ class TrainingSetup:
     micro_batch_size: int = 1
     optimizer_moment_bytes: int = 4  # 2 for BF16 moments
     grad_bytes: int = 4  # 2 for BF16 main grads (bf16/fp8 training; fp16 keeps 2 anyway)
+    bf16_grads_kept: bool = False  # DeepSpeed's BF16_Optimizer: bf16 grads beside the main grads
     fp8_weights: bool = False  # FP8 primary weights with no cached transpose: 1 B per weight
     activation_fp8: bool = False  # activation_storage: fp8
     activation_offload: bool = False
@@ -284,7 +286,7 @@ class TrainingSetup:
     flash_attention: bool = True
     fused_cross_entropy: bool = True  # cross_entropy: unfused keeps fp32 copies of the logits
     dtensor_tp: bool = False  # tensor_parallel_impl: dtensor (PyTorch DTensor, torchtitan)
-    torch_pipeline: bool = False  # pipeline_parallel_impl: torch (torch.distributed.pipelining)
+    pipeline_impl: PipelineImpl = "megatron"  # the pipeline runtime (pipeline_parallel_impl)
 
     def __post_init__(self) -> None:
         if self.zero_stage not in (0, 1, 2, 3) or self.micro_batch_size < 1:
@@ -313,12 +315,16 @@ def state_bytes(training: TrainingSetup) -> StateBytes:
     training keeps BF16 weights and casts per GEMM, or with FP8 primary weights (Megatron's
     --fp8-param-gather) FP8 data plus the transpose Transformer Engine caches for the backward
     pass: 2 B either way, 1 B when that cache is off (--disable-parameter-transpose-cache).
-    The embedding and output layer stay BF16 but are priced at 1 B too (a small under-count)."""
+    The embedding and output layer stay BF16 but are priced at 1 B too (a small under-count).
+    DeepSpeed's BF16_Optimizer keeps the bf16 gradients the backward writes beside its fp32
+    buffer (runtime/bf16_optimizer.py: update_hp_grads(clear_lp_grads=False) in the pipeline
+    engine; the BLOOM README's "2 + 4 + 12/DP" leaves them out): 2 B more."""
     moments = 2.0 * training.optimizer_moment_bytes
     if training.precision == "fp16":
         return StateBytes(2.0, 2.0, 4.0 + 4.0 + moments)  # + an fp32 main-grad copy
     weights = 1.0 if training.fp8_weights else 2.0
-    return StateBytes(weights, float(training.grad_bytes), 4.0 + moments)
+    grads = training.grad_bytes + (2.0 if training.bf16_grads_kept else 0.0)
+    return StateBytes(weights, float(grads), 4.0 + moments)
 
 
 def sharded_bytes(training: TrainingSetup, degree: float) -> StateBytes:
@@ -563,7 +569,7 @@ class RankMemory(NamedTuple):
     optimizer: float
     replica: float
     activations: float
-    other: float  # logits, FSDP gather buffers, runtime overhead
+    other: float  # logits, FSDP gather buffers, pipeline runtime buffers, runtime overhead
     inflight: int
     layers: int
     parameters: float  # parameters this GPU holds, both copies under DualPipe (before ZeRO-3)
@@ -667,11 +673,14 @@ def estimate(
     last_stage = pipeline.stages - 1
     tokens = arch.seq_len / parallel.context * training.micro_batch_size
     logits = output_bytes(arch, parallel, training, tokens)
-    if training.torch_pipeline and pipeline.ranks > 1:
+    if training.pipeline_impl == "torch" and pipeline.ranks > 1:
         # torch.distributed.pipelining's last stage keeps each micro-batch's output (bf16
         # logits, vocabulary-parallel over TP) until the step ends, to return them merged
-        # (stage.py output_chunks; pytorch/pytorch#138504 detaches them, #159251 asks to stop)
-        logits += (pipeline.microbatches - 1) * 2.0 * tokens * arch.vocab_size / parallel.tensor
+        # (stage.py output_chunks; pytorch/pytorch#138504 detaches them, #159251 asks to stop):
+        # all M, the one whose loss runs backward too (output_bytes prices its fp32 temporaries)
+        logits += pipeline.microbatches * 2.0 * tokens * arch.vocab_size / parallel.tensor
+    # a stage's input or output: one micro-batch's hidden states, sequence-sharded under SP
+    boundary = 2.0 * tokens * arch.hidden_size / (parallel.tensor if parallel.sp else 1)
     act = {
         moe: layer_activation_bytes(arch, moe, parallel, training)
         for moe in ((False, True) if arch.moe else (False,))
@@ -752,10 +761,14 @@ def estimate(
         if last_stage in held:
             loss = logits
             activations += mtp_act  # MTP layers: one micro-batch on the last stage
-        other = overhead + gather + loss
+        buffers = boundary * _runtime_buffers(
+            training.pipeline_impl, held, last_stage, units, pipeline.microbatches
+        )
+        other = overhead + gather + loss + buffers
         state_total = w + g + o + replica
-        # the loss's logits are activations too, and as uncertain: they take their band
-        transient = activations + loss
+        # the loss's logits and the runtime's buffers are activations too, and as uncertain:
+        # they take their band
+        transient = activations + loss + buffers
         low = state_total * (1 - s_lo) + transient * (1 - a_lo) + gather + overhead / 2
         high = state_total * (1 + s_hi) + transient * (1 + a_hi) + gather + 2 * overhead
         inflight = pipeline.inflight[r]
@@ -765,6 +778,29 @@ def estimate(
             )
         )
     return MemoryEstimate(tuple(ranks), _assumptions(arch, parallel, training, pipeline))
+
+
+def _runtime_buffers(
+    impl: PipelineImpl, held: Sequence[int], last: int, units: int, microbatches: int
+) -> float:
+    """Stage inputs or outputs (one micro-batch each) a pipeline runtime keeps beyond the
+    activations, for a rank holding stages `held` with `units` micro-batches in flight.
+    Megatron-core frees a stage output's data once it is sent (schedules.py
+    deallocate_output_tensor) and receives into fresh tensors: none."""
+    if len(held) == 0 or impl == "megatron":
+        return 0.0
+    later = sum(1 for s in held if s > 0)  # stages that receive their input
+    earlier = sum(1 for s in held if s < last)  # stages that send an output on
+    if impl == "torch":
+        # torch.distributed.pipelining allocates one receive buffer per micro-batch for each
+        # non-first stage's input (stage.py _prepare_forward_infra) and each non-last stage's
+        # output gradient (_create_grad_recv_info), kept for the whole run; those of the
+        # micro-batches in flight are the stage inputs the activations already count
+        return max(microbatches * (later + earlier) - units * later / len(held), 0.0)
+    # DeepSpeed's PipelineEngine keeps every in-flight micro-batch's stage output until its
+    # backward pass (runtime/pipe/engine.py pipe_buffers['outputs'], freed in
+    # _exec_backward_pass)
+    return units * earlier / len(held)
 
 
 def _assumptions(
@@ -801,11 +837,19 @@ def _assumptions(
         f"rank{'s' if pipe.ranks > 1 else ''}"
         + (", a second copy of the mirrored stage per rank" if pipe.mirror else "")
         + (
-            f", the last keeps all {pipe.microbatches} micro-batches' logits (torch pipelining)"
-            if training.torch_pipeline and pipe.ranks > 1
+            _RUNTIME_NOTES[training.pipeline_impl].format(m=pipe.microbatches)
+            if pipe.ranks > 1
             else ""
         ),
     )
+
+
+_RUNTIME_NOTES = {
+    "megatron": "",
+    "torch": ", receive buffers for all {m} micro-batches and the last stage keeps all their "
+    "logits (torch pipelining)",
+    "deepspeed": ", in-flight stage outputs kept until their backward pass (DeepSpeed)",
+}
 
 
 def usable_bytes(usable_gib: float, headroom_fraction: float) -> float:

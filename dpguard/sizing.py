@@ -105,6 +105,7 @@ def training_setup(manifest: Manifest, **changes: Any) -> memory.TrainingSetup:
         micro_batch_size=t.micro_batch_size,
         optimizer_moment_bytes=2 if t.optimizer_moment_dtype == "bf16" else 4,
         grad_bytes=2 if t.main_grad_dtype == "bf16" else 4,
+        bf16_grads_kept=t.bf16_grads_kept,
         fp8_weights=t.precision == "fp8" and t.fp8_param_gather and not t.parameter_transpose_cache,
         activation_fp8=t.activation_storage == "fp8",
         activation_offload=t.activation_offload,
@@ -112,7 +113,7 @@ def training_setup(manifest: Manifest, **changes: Any) -> memory.TrainingSetup:
         flash_attention=t.flash_attention,
         fused_cross_entropy=t.cross_entropy == "fused",
         dtensor_tp=t.tensor_parallel_impl == "dtensor",
-        torch_pipeline=t.pipeline_parallel_impl == "torch",
+        pipeline_impl=t.pipeline_parallel_impl,  # type: ignore[arg-type]
     )
     return replace(setup, **changes) if changes else setup
 

@@ -22,6 +22,7 @@ from dpguard.memory import (
     shape_total_params,
     sharded_bytes,
     stage_layers,
+    state_bytes,
     verdict,
 )
 from dpguard.schedules.inflight import inflight
@@ -260,22 +261,55 @@ def test_dtensor_tp_keeps_the_gathered_gemm_inputs_whole():
     assert dtensor - megatron == pytest.approx(tokens * 2 * (2 * h) * (1 - 1 / 8))
 
 
-def test_torch_pipelining_keeps_every_micro_batch_s_logits_on_the_last_stage():
+def test_torch_pipelining_keeps_every_micro_batch_s_logits_and_receive_buffers():
     """torch.distributed.pipelining returns the merged outputs of the step, so its last stage
-    holds the bf16 logits of all M micro-batches (vocabulary-parallel over TP); Megatron-core
-    frees each output once sent. The other ranks are unchanged."""
+    holds the bf16 logits of all M micro-batches (vocabulary-parallel over TP), and every stage
+    keeps one receive buffer per micro-batch for its input (but the first) and its output
+    gradient (but the last), the in-flight inputs being the activations already counted;
+    Megatron-core frees each output once sent and receives into fresh tensors."""
     layout = pipeline_layout("1f1b", 8, 1, inflight("1f1b", 8, 8))._replace(microbatches=8)
     par = ParallelDegrees(8, 8, 8)
     base = TrainingSetup(activation_recompute="full", micro_batch_size=4)
     megatron = estimate(LLAMA405, par, base, layout).ranks
-    torch = estimate(LLAMA405, par, replace(base, torch_pipeline=True), layout).ranks
-    kept = 7 * 2.0 * (4 * 8192) * 128_256 / 8  # 7 more micro-batches of bf16 logits
-    assert torch[-1].other - megatron[-1].other == pytest.approx(kept)
-    assert kept / GIB == pytest.approx(6.85, abs=0.01)
-    assert [r.total for r in torch[:-1]] == [r.total for r in megatron[:-1]]
-    # the logits are transient tensors: they widen the band as activations do
-    assert torch[-1].high - megatron[-1].high == pytest.approx(kept * 1.6)
-    assert torch[-1].low - megatron[-1].low == pytest.approx(kept * 0.6)
+    torch = estimate(LLAMA405, par, replace(base, pipeline_impl="torch"), layout).ranks
+    tokens = 4 * 8192
+    kept = 8 * 2.0 * tokens * 128_256 / 8  # 8 micro-batches of bf16 logits
+    boundary = 2.0 * tokens * 16384 / 8  # one micro-batch's stage input, sequence-parallel
+    assert kept / GIB == pytest.approx(7.83, abs=0.01)
+    assert boundary / GIB == 0.125
+    # rank 0: 8 output-gradient buffers; rank r (1 .. 6): 8 input buffers less its 8 - r in
+    # flight, and 8 gradient buffers; the last rank: 7 input buffers beyond its one in flight
+    extra = [t.other - m.other for t, m in zip(torch, megatron, strict=True)]
+    assert extra[0] == pytest.approx(8 * boundary)
+    for r in range(1, 7):
+        assert extra[r] == pytest.approx((8 - (8 - r) + 8) * boundary)
+    assert extra[-1] == pytest.approx(kept + 7 * boundary)
+    # the logits and the buffers are transient tensors: they widen the band as activations do
+    assert torch[-1].high - megatron[-1].high == pytest.approx(extra[-1] * 1.6)
+    assert torch[-1].low - megatron[-1].low == pytest.approx(extra[-1] * 0.6)
+
+
+def test_deepspeed_pipeline_keeps_the_in_flight_stage_outputs():
+    """DeepSpeed's PipelineEngine keeps each in-flight micro-batch's stage output until its
+    backward pass: one boundary tensor per micro-batch in flight on every rank but the last."""
+    layout = pipeline_layout("1f1b", 8, 1, inflight("1f1b", 8, 8))._replace(microbatches=32)
+    par = ParallelDegrees(8, 8, 8)
+    base = TrainingSetup(activation_recompute="full", micro_batch_size=4)
+    megatron = estimate(LLAMA405, par, base, layout).ranks
+    deepspeed = estimate(LLAMA405, par, replace(base, pipeline_impl="deepspeed"), layout).ranks
+    boundary = 2.0 * 4 * 8192 * 16384 / 8
+    extra = [d.other - m.other for d, m in zip(deepspeed, megatron, strict=True)]
+    assert extra == pytest.approx([(8 - r) * boundary for r in range(7)] + [0.0])
+
+
+def test_deepspeed_bf16_optimizer_keeps_the_bf16_gradients_beside_the_fp32_buffer():
+    """DeepSpeed's BF16_Optimizer leaves the bf16 .grad tensors allocated beside its fp32
+    gradient buffer: 2 B more per parameter (unsharded, ZeRO 0-1); fp16 already counts them."""
+    assert state_bytes(TrainingSetup(bf16_grads_kept=True)) == (2.0, 6.0, 12.0)
+    assert state_bytes(TrainingSetup("fp8", bf16_grads_kept=True)).gradients == 6.0
+    assert state_bytes(TrainingSetup("fp16", bf16_grads_kept=True)) == state_bytes(
+        TrainingSetup("fp16")
+    )
 
 
 def test_fp8_primary_weights_without_a_cached_transpose_take_one_byte():
