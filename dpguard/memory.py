@@ -725,9 +725,18 @@ def estimate(
     stage_acts = [stage_act(layers) for layers in stages]
 
     gather = 0.0
-    if sharding.zero_stage >= 3:
-        # FSDP all-gathers one layer's weights and prefetches the next (bf16, / TP).
-        gather = 2 * 2.0 * max(layout.dense_layer.dense, layout.moe_layer.dense) / parallel.tensor
+    if training.zero_stage >= 3:
+        # FSDP's per-layer collectives (one layer's parameters, / TP; torch FSDP2
+        # _fsdp_collectives.py): the reduce-scatter copies the layer's gradients into a flat
+        # buffer in the reduce dtype, held until the next layer's is issued. Without pipeline
+        # parallelism FSDP also all-gathers the layer and prefetches the next, and the
+        # layer's bf16 gradients exist until that copy; under it the weights stay gathered
+        # and the gradients accumulate unsharded (both priced as states).
+        per_param = float(training.grad_bytes)
+        if sharding.zero_stage >= 3:
+            per_param += 2 * state_bytes(training).weights + 2.0
+        layer = max(layout.dense_layer.dense, layout.moe_layer.dense) / parallel.tensor
+        gather = per_param * layer
     s_lo, s_hi = uncertainty.states
     a_lo, a_hi = uncertainty.activations
     overhead = uncertainty.overhead_gib * GIB

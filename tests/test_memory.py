@@ -302,6 +302,24 @@ def test_deepspeed_pipeline_keeps_the_in_flight_stage_outputs():
     assert extra == pytest.approx([(8 - r) * boundary for r in range(7)] + [0.0])
 
 
+def test_fsdp_collectives_hold_one_layer_s_buffers():
+    """FSDP (ZeRO-3) gathers a layer and prefetches the next (bf16), the layer's bf16 gradients
+    wait for the reduce-scatter's fp32 copy: 2 + 2 + 2 + 4 = 10 B per parameter of one layer.
+    Under pipeline parallelism the weights stay gathered and the gradients accumulate
+    unsharded (states), so only the reduce-scatter copy remains: 4 B."""
+    layer = LLAMA405.hidden_size * (2 * LLAMA405.hidden_size + 2 * 1024)  # attention
+    layer += 3 * LLAMA405.hidden_size * 53248  # SwiGLU MLP
+    single = PipelineLayout(1, 1, (0,), (1,))
+    flat = estimate(LLAMA405, ParallelDegrees(8, 1, 8), TrainingSetup(), single).ranks[0]
+    fsdp = estimate(LLAMA405, ParallelDegrees(8, 1, 8), TrainingSetup(zero_stage=3), single)
+    assert fsdp.ranks[0].other - flat.other == pytest.approx(10 * layer / 8, rel=0.02)
+    piped = pipeline_layout("1f1b", 8, 1, inflight("1f1b", 8, 8))._replace(microbatches=8)
+    base = estimate(LLAMA405, ParallelDegrees(8, 8, 8), TrainingSetup(), piped).ranks[0]
+    zero3 = estimate(LLAMA405, ParallelDegrees(8, 8, 8), TrainingSetup(zero_stage=3), piped)
+    assert zero3.ranks[0].other - base.other == pytest.approx(4 * layer / 8, rel=0.02)
+    assert zero3.ranks[0].states == pytest.approx(base.states)
+
+
 def test_deepspeed_bf16_optimizer_keeps_the_bf16_gradients_beside_the_fp32_buffer():
     """DeepSpeed's BF16_Optimizer leaves the bf16 .grad tensors allocated beside its fp32
     gradient buffer: 2 B more per parameter (unsharded, ZeRO 0-1); fp16 already counts them."""
