@@ -729,12 +729,87 @@ def test_torchtitan_pipelines_with_torch_pipelining(tmp_path: Path) -> None:
         ),
         ("bridge", "mixed_precision: bf16_with_fp8_subchannel_scaling_mixed\n", {}),
         ("bridge", "mixed_precision: bf16_mixed\n", {}),
+        # torchtitan: FSDP all-gathers Float8 weights in FP8; torchao caches no transpose
+        (
+            "torchtitan",
+            '[model]\nname = "llama3"\nflavor = "8B"\n[float8]\nenable_float8_linear = true\n'
+            "enable_fsdp_float8_all_gather = true\n",
+            {"fp8_param_gather": True, "parameter_transpose_cache": False},
+        ),
+        (
+            "torchtitan",
+            '[model]\nname = "llama3"\nflavor = "8B"\nconverters = ["quantize.linear.float8"]\n'
+            "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n",
+            {"fp8_param_gather": True, "parameter_transpose_cache": False},
+        ),
+        # without Float8 linears the option gathers nothing in FP8
+        (
+            "torchtitan",
+            '[model]\nname = "llama3"\nflavor = "8B"\n'
+            "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n",
+            {},
+        ),
     ],
 )
 def test_fp8_primary_weights_and_the_transpose_cache(
     tmp_path: Path, fmt: str, text: str, expected: dict[str, object]
 ) -> None:
-    name = "train.sh" if fmt == "megatron" else "config.yaml"
+    name = {"megatron": "train.sh", "torchtitan": "job.toml"}.get(fmt, "config.yaml")
     values = read(write(tmp_path, name, text), fmt).values
     keys = ("fp8_param_gather", "parameter_transpose_cache")
     assert {k: values[f"training.{k}"] for k in keys if f"training.{k}" in values} == expected
+
+
+@pytest.mark.parametrize(
+    "parallelism, counts",
+    [
+        # pipeline_parallel.py: the embedding and the output count as one layer each, the
+        # remainder goes to the first stages: (126 + 2) / 8 = 16, less one at either end
+        ("pipeline_parallel_degree = 8", [15, *[16] * 6, 15]),
+        (
+            "pipeline_parallel_degree = 4\npipeline_parallel_schedule = 'Interleaved1F1B'\n"
+            "pipeline_parallel_layers_per_stage = 8",
+            [7, *[8] * 14, 7],
+        ),
+        (
+            "pipeline_parallel_degree = 8\npipeline_parallel_first_stage_less_layers = 0\n"
+            "pipeline_parallel_last_stage_less_layers = 3",
+            [17, *[16] * 6, 13],
+        ),
+        ("pipeline_parallel_degree = 2\npipeline_parallel_split_points = ['layers.70']", [70, 56]),
+        (
+            "pipeline_parallel_degree = 2\n"
+            "module_fqns_per_model_part = [['tok_embeddings', 'layers.0'], "
+            + "["
+            + ", ".join(f"'layers.{i}'" for i in range(1, 126))
+            + ", 'norm', 'output']]",
+            [1, 125],
+        ),
+        # split points out of order: torchtitan's own check fails; dpguard keeps its even split
+        (
+            "pipeline_parallel_degree = 3\n"
+            "pipeline_parallel_split_points = ['layers.80', 'layers.40']",
+            None,
+        ),
+    ],
+)
+def test_torchtitan_pipeline_split_is_read_or_generated_per_stage(
+    tmp_path: Path, parallelism: str, counts: list[int] | None
+) -> None:
+    text = f'[model]\nname = "llama3"\nflavor = "405B"\n[parallelism]\n{parallelism}\n'
+    values = read(write(tmp_path, "job.toml", text), "torchtitan").values
+    assert values.get("parallelism.stage_layers") == counts
+
+
+def test_torchtitan_2024_configs_split_as_generate_split_points_did(tmp_path: Path) -> None:
+    """torchtitan 9dec370 (the 2024 benchmarks): the first stage layers // stages, the next ones
+    one more while the remainder lasts, the last the rest; no weight for embedding or output."""
+    text = (
+        '[model]\nname = "llama3"\nflavor = "405B"\n'
+        "[experimental]\npipeline_parallel_degree = {pp}\n{extra}"
+    )
+    one = read(write(tmp_path, "a.toml", text.format(pp=8, extra="")), "torchtitan")
+    assert one.values["parallelism.stage_layers"] == [15, *[16] * 6, 15]
+    interleaved = "pipeline_parallel_schedule = 'Interleaved1F1B'\n"
+    two = read(write(tmp_path, "b.toml", text.format(pp=8, extra=interleaved)), "torchtitan")
+    assert two.values["parallelism.stage_layers"] == [7, *[8] * 14, 7]

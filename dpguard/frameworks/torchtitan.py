@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from itertools import pairwise
 from typing import Any
 
 from dpguard.findings import Severity
@@ -90,6 +91,54 @@ def _positions(text: str) -> dict[tuple[str, ...], Position]:
     return out
 
 
+def _split(
+    find: Any, layers: int, stages: int, weights: tuple[int, int], legacy: bool
+) -> tuple[list[int] | None, Origin | None]:
+    """Transformer layers of each pipeline stage as torchtitan places them: explicit split
+    points or module lists when given, else its generated split."""
+    points, points_at = find(
+        ("parallelism", "pipeline_parallel_split_points"),
+        ("experimental", "pipeline_parallel_split_points"),
+    )
+    parts, parts_at = find(("parallelism", "module_fqns_per_model_part"))
+    if isinstance(parts, list) and len(parts) == stages:
+        counts = [
+            sum(1 for m in part if str(m).startswith("layers.")) if isinstance(part, list) else -1
+            for part in parts
+        ]
+        return (counts, parts_at) if min(counts) >= 0 and sum(counts) == layers else (None, None)
+    if isinstance(points, list) and len(points) == stages - 1:
+        indices = [_layer_index(p) for p in points]
+        cuts = [c for c in indices if c is not None]
+        if len(cuts) != len(indices) or cuts != sorted(cuts):
+            return None, None
+        counts = [b - a for a, b in pairwise([0, *cuts, layers])]
+        return (counts, points_at) if min(counts) >= 0 else (None, None)
+    if legacy:
+        # 9dec370 pipelining_utils.py generate_split_points: the first stage gets
+        # layers // stages, the next ones one more while the remainder lasts, the last the rest
+        base, extra = divmod(layers, stages)
+        middle = [base + 1] * min(extra, stages - 2) + [base] * max(stages - 2 - extra, 0)
+        counts = [base, *middle]
+        return [*counts, layers - sum(counts)] if stages > 1 else [layers], None
+    # pipeline_parallel.py _generate_llm_fqn_per_model_part: the embedding and the output
+    # count as `weights` layers; the remainder goes to the first stages
+    first, last = weights
+    effective = layers + first + last
+    base, extra = divmod(effective, stages)
+    if base == 0 or first > base or last > base:
+        return None, None  # torchtitan refuses this split
+    counts = [base + (1 if s < extra else 0) for s in range(stages)]
+    counts[0] -= first
+    counts[-1] -= last
+    return counts, None
+
+
+def _layer_index(point: Any) -> int | None:
+    match = re.fullmatch(r"layers\.(\d+)", str(point))
+    return int(match.group(1)) if match else None
+
+
 @cache
 def flavors() -> dict[str, Any]:
     """The packaged flavor table (dpguard's own file: broken means exit 2)."""
@@ -109,12 +158,14 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
     origins: dict[str, Origin] = {}
     notes: list[Note] = []
 
-    def find(*candidates: tuple[str, str]) -> tuple[Any, Origin | None]:
-        """The first of (table, key) the file sets, with where it is written."""
-        for table, key in candidates:
-            section = data.get(table)
-            if isinstance(section, dict) and key in section:
-                return section[key], Origin(path, where.get((table, key), Position(1, 1)))
+    def find(*candidates: tuple[str, ...]) -> tuple[Any, Origin | None]:
+        """The first of (table, ..., key) the file sets, with where it is written."""
+        for keys in candidates:
+            node: Any = data
+            for part in keys:
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None:
+                return node, Origin(path, where.get(keys, Position(1, 1)))
         return None, None
 
     def put(dotted: str, value: Any, origin: Origin | None) -> None:
@@ -124,13 +175,13 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
         if origin is not None:
             origins[dotted] = origin
 
-    def integer(*candidates: tuple[str, str]) -> tuple[int | None, Origin | None]:
+    def integer(*candidates: tuple[str, ...]) -> tuple[int | None, Origin | None]:
         value, origin = find(*candidates)
         if value is None:
             return None, None
         if isinstance(value, bool) or not isinstance(value, int):
             assert origin is not None
-            notes.append(Note(origin, "F002", f"{candidates[0][1]} is {value!r}, not an integer"))
+            notes.append(Note(origin, "F002", f"{candidates[0][-1]} is {value!r}, not an integer"))
             return None, None
         return value, origin
 
@@ -243,12 +294,28 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
             dp_name, per_rank = SCHEDULES[name_]
             put("parallelism.schedule", dp_name, schedule_at or pp_at)
             per_stage, per_stage_at = integer(("parallelism", "pipeline_parallel_layers_per_stage"))
+            first_less, first_at = integer(
+                ("parallelism", "pipeline_parallel_first_stage_less_layers")
+            )
+            last_less, last_at = integer(
+                ("parallelism", "pipeline_parallel_last_stage_less_layers")
+            )
+            weights = (
+                1 if first_less is None else first_less,
+                1 if last_less is None else last_less,
+            )
             if per_stage and layers and dp_name == "interleaved-1f1b":
-                stages = -(-layers // per_stage)
+                # pipeline_parallel.py: ceil((layers + first + last weights) / layers_per_stage)
+                stages = -(-(layers + sum(weights)) // per_stage)
                 if stages % pp == 0:
                     per_rank = stages // pp
             if per_rank > 1 and dp_name != "dualpipev":
                 put("parallelism.virtual_stages", per_rank, per_stage_at or schedule_at)
+            if layers:
+                split, split_at = _split(
+                    find, layers, pp * per_rank, weights, "experimental" in data
+                )
+                put("parallelism.stage_layers", split, split_at or first_at or last_at)
         elif schedule_at is not None:
             notes.append(
                 Note(
@@ -272,6 +339,15 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
         isinstance(converters, list) and any("float8" in str(c) for c in converters)
     ) or float8 is True:
         put("training.precision", "fp8", converters_at or float8_at)
+        gather, gather_at = find(
+            ("float8", "enable_fsdp_float8_all_gather"),
+            ("quantize", "linear", "float8", "enable_fsdp_float8_all_gather"),
+        )
+        if gather is True:
+            # FSDP all-gathers the Float8 linears' weights in FP8 and keeps no bf16 copy;
+            # torchao caches no transpose across micro-batches (it casts per GEMM)
+            put("training.fp8_param_gather", True, gather_at)
+            put("training.parameter_transpose_cache", False, gather_at)
     else:
         param, param_at = find(("training", "mixed_precision_param"))
         if param in (None, "bfloat16"):
