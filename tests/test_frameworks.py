@@ -813,3 +813,25 @@ def test_torchtitan_2024_configs_split_as_generate_split_points_did(tmp_path: Pa
     interleaved = "pipeline_parallel_schedule = 'Interleaved1F1B'\n"
     two = read(write(tmp_path, "b.toml", text.format(pp=8, extra=interleaved)), "torchtitan")
     assert two.values["parallelism.stage_layers"] == [7, *[8] * 14, 7]
+
+
+@pytest.mark.parametrize(
+    "tables, loss",
+    [
+        # [compile] components default to model and loss (config/job_config.py)
+        ("[compile]\nenable = true\n", "fused"),
+        ("[compile]\nenable = true\ncomponents = ['model']\n", "unfused"),
+        ("[compile]\nenable = false\n", "unfused"),
+        # from April 2025 [training] compile compiles the loss too (loss.py)
+        ("[training]\ncompile = true\n", "fused"),
+        # the Dec-2024 layout compiled the transformer blocks only
+        ("[training]\ncompile = true\n[experimental]\npipeline_parallel_degree = 1\n", "unfused"),
+        ("", "unfused"),
+    ],
+)
+def test_torchtitan_loss_is_fused_when_torch_compile_compiles_it(
+    tmp_path: Path, tables: str, loss: str
+) -> None:
+    text = '[model]\nname = "llama3"\nflavor = "8B"\n' + tables
+    values = read(write(tmp_path, "job.toml", text), "torchtitan").values
+    assert values["training.cross_entropy"] == loss

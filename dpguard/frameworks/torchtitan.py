@@ -397,10 +397,22 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
             )
         )
         put("training.activation_recompute", "none", mode_at)
-    compile_, compile_at = find(("training", "compile"), ("compile", "enable"))
-    components, _ = find(("compile", "components"))
-    loss_compiled = compile_ is True and isinstance(components, list) and "loss" in components
-    put("training.cross_entropy", "fused" if loss_compiled else "unfused", compile_at or local_at)
+    # The loss is compiled with [compile] enable (components default to model and loss,
+    # config/job_config.py) or, from April 2025 (loss.py build_cross_entropy_loss), with
+    # [training] compile; the Dec-2024 layout compiled the blocks only.
+    enable, enable_at = find(("compile", "enable"))
+    legacy_compile, legacy_at = find(("training", "compile"))
+    if enable is not None:
+        components, _ = find(("compile", "components"))
+        components = ["model", "loss"] if components is None else components
+        loss_compiled = enable is True and isinstance(components, list) and "loss" in components
+    else:
+        loss_compiled = legacy_compile is True and "experimental" not in data
+    put(
+        "training.cross_entropy",
+        "fused" if loss_compiled else "unfused",
+        enable_at or legacy_at or local_at,
+    )
     if tp > 1:
         put("training.tensor_parallel_impl", "dtensor", tp_at)
     if pp > 1:  # torchtitan pipelines with torch.distributed.pipelining
