@@ -733,7 +733,7 @@ def estimate(
         # layer's bf16 gradients exist until that copy; under it the weights stay gathered
         # and the gradients accumulate unsharded (both priced as states).
         per_param = float(training.grad_bytes)
-        if sharding.zero_stage >= 3:
+        if pipeline.ranks == 1:
             per_param += 2 * state_bytes(training).weights + 2.0
         layer = max(layout.dense_layer.dense, layout.moe_layer.dense) / parallel.tensor
         gather = per_param * layer
@@ -796,7 +796,7 @@ def _runtime_buffers(
     activations, for a rank holding stages `held` with `units` micro-batches in flight.
     Megatron-core frees a stage output's data once it is sent (schedules.py
     deallocate_output_tensor) and receives into fresh tensors: none."""
-    if len(held) == 0 or impl == "megatron":
+    if impl == "megatron":
         return 0.0
     later = sum(1 for s in held if s > 0)  # stages that receive their input
     earlier = sum(1 for s in held if s < last)  # stages that send an output on

@@ -315,7 +315,11 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
                 split, split_at = _split(
                     find, layers, pp * per_rank, weights, "experimental" in data
                 )
-                put("parallelism.stage_layers", split, split_at or first_at or last_at)
+                put(
+                    "parallelism.stage_layers",
+                    split,
+                    split_at or first_at or last_at or per_stage_at or schedule_at or pp_at,
+                )
         elif schedule_at is not None:
             notes.append(
                 Note(
