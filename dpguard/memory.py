@@ -188,10 +188,13 @@ def shape_total_params(arch: Architecture) -> tuple[float, float]:
     DeepSeek-V3's 671B). None of the MoE expert width known: experts count as zero."""
     vocab = embedding_matrices(arch) * arch.vocab_size * arch.hidden_size
     total = active = float(vocab)
-    for i in range(arch.layers):
-        p = shape_layer_params(arch, arch.is_moe_layer(i))
-        total += p.dense + p.expert
-        active += p.dense + (p.expert * arch.experts_per_token / arch.experts if arch.moe else 0)
+    moe = arch.moe_layers_in(range(arch.layers))
+    for count, moe_layer in ((arch.layers - moe, False), (moe, True)):
+        if count:  # one layer of each kind, times its count (a review sizes hundreds of files)
+            p = shape_layer_params(arch, moe_layer)
+            routed = p.expert * arch.experts_per_token / arch.experts if arch.moe else 0.0
+            total += count * (p.dense + p.expert)
+            active += count * (p.dense + routed)
     return total, active
 
 

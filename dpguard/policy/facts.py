@@ -587,19 +587,25 @@ LATE_FACTS = frozenset(
 )
 
 
+# (fact, attribute path) of the facts read straight from the manifest's sections, split once
+_READ = tuple(
+    (path, tuple(path.split(".")))
+    for path in FACTS
+    if path.partition(".")[0] in ("cluster", "model", "training", "parallelism", "communication")
+)
+
+
 def manifest_facts(manifest: Manifest) -> dict[str, Any]:
     """Flat fact values read from the manifest (decision/plan facts come from the engine)."""
     facts: dict[str, Any] = {"metadata.name": manifest.name, "metadata.owner": manifest.owner}
     facts.update((LABELS + k, v) for k, v in manifest.labels.items() if label_fact(LABELS + k))
-    for path in FACTS:
-        root, _, rest = path.partition(".")
-        if root in ("cluster", "model", "training", "parallelism", "communication"):
-            # attribute by attribute: Manifest.to_dict (dataclasses.asdict) costs as much as
-            # the rest of judging a file, twice per review
-            node: Any = getattr(manifest, root)
-            for part in rest.split("."):
-                node = getattr(node, part, None)
-            facts[path] = list(node) if isinstance(node, tuple) else node
+    for path, parts in _READ:
+        # attribute by attribute: Manifest.to_dict (dataclasses.asdict) costs as much as the
+        # rest of judging a file, twice per review
+        node: Any = manifest
+        for part in parts:
+            node = getattr(node, part, None)
+        facts[path] = list(node) if isinstance(node, tuple) else node
     for spec in FRAMEWORK:
         facts[spec.path] = manifest.framework.get(spec.path)
     facts["framework.format"] = manifest.source_format

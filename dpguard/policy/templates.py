@@ -75,11 +75,16 @@ def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for path, value in flat.items():
         node = out
-        *parents, leaf = path.split(".")
+        *parents, leaf = _parts(path)
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
     return out
+
+
+@lru_cache(maxsize=4096)  # the same few hundred fact paths, nested for every message rendered
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(path.split("."))
 
 
 def _chain(node: Any) -> list[str] | None:
@@ -163,9 +168,16 @@ def _compiled(source: str) -> Any:
     return environment().from_string(source)
 
 
+@lru_cache(maxsize=1024)
+def _roots(source: str) -> frozenset[str]:
+    """The top-level names a message reads: only those facts are nested for it."""
+    return frozenset(chain[0] for chain in _references(environment().parse(source)))
+
+
 def render_message(source: str, facts: Mapping[str, Any], rule: Mapping[str, Any]) -> str:
     template = _compiled(source)
-    context = nest(facts)
+    roots = _roots(source)
+    context = nest({k: v for k, v in facts.items() if _parts(k)[0] in roots})
     # A label the manifest does not write reads as none, like any unset fact.
     metadata = context.setdefault("metadata", {})
     metadata["labels"] = _Labels(metadata.get("labels", {}))
