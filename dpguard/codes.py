@@ -58,6 +58,7 @@ CODES: dict[str, str] = {
     "X028": "global batch shares no factor with the GPU count: data parallelism is 1 (warning)",
     "X029": "a bare small number for a parameter or token count: the K/M/B/T suffix is missing",
     "X030": "stage_layers does not give one count per pipeline stage adding up to the layers",
+    "X031": "recompute_method or recompute_num_layers without activation_recompute: full",
     "F001": "framework config cannot be parsed (syntax, duplicate key, nesting too deep)",
     "F002": "a framework config value dpguard cannot read or model (warning or info)",
     "F003": "a required fact no input provides (add it to a source: manifest or defaults:)",

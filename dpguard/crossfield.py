@@ -1,4 +1,4 @@
-"""Cross-field checks a JSON Schema cannot express (codes X001-X030, docs/manifest.md).
+"""Cross-field checks a JSON Schema cannot express (codes X001-X031, docs/manifest.md).
 
 Each check reads only values that are present and passed the schema, and stays silent
 otherwise: the schema finding already covers a broken value, and every problem is still
@@ -315,6 +315,10 @@ def _architecture(raw: Raw, arch: Any) -> Iterator[tuple[str, str, str]]:
             "X020",
             "recompute_modules applies only with activation_recompute: selective",
         )
+    full = raw.get(recompute) == "full" or raw.broken_value(recompute)
+    for key in ("training.recompute_method", "training.recompute_num_layers"):
+        if raw.get(key) is not None and not full:
+            yield key, "X031", f"{key[9:]} applies only with activation_recompute: full"
     heads, kv = raw.integer("model.attention_heads"), raw.integer("model.kv_heads")
     if heads and kv and heads % kv:
         yield (

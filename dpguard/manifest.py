@@ -121,6 +121,8 @@ class Training:
     activation_recompute: str
     sequence_parallel: bool | None  # None: on when tensor parallel > 1
     recompute_modules: tuple[str, ...]  # used with activation_recompute: selective
+    recompute_method: str  # uniform | block, with activation_recompute: full
+    recompute_num_layers: int  # layers per group (uniform) or recomputed per stage (block)
     activation_storage: str  # bf16 | fp8
     activation_offload: bool
     optimizer_offload: float
@@ -306,6 +308,8 @@ def build_manifest(
         activation_recompute=t.get("activation_recompute", "none"),
         sequence_parallel=t.get("sequence_parallel"),
         recompute_modules=tuple(t.get("recompute_modules", ("core_attn",))),
+        recompute_method=t.get("recompute_method", "uniform"),
+        recompute_num_layers=t.get("recompute_num_layers", 1),
         activation_storage=t.get("activation_storage", "bf16"),
         activation_offload=t.get("activation_offload", False),
         optimizer_offload=float(t.get("optimizer_offload", 0)),

@@ -34,6 +34,7 @@ from typing import Literal, NamedTuple
 Precision = Literal["bf16", "fp8", "fp16"]
 PipelineImpl = Literal["megatron", "torch", "deepspeed"]
 Recompute = Literal["none", "selective", "selective_op", "full"]
+RecomputeMethod = Literal["uniform", "block"]
 
 GIB = 2**30
 # FP8 storage: 1 byte plus one FP32 scale per 1 x 128 tile (DeepSeek-V3 §3.3.2, Kimi K2 §2.4.3).
@@ -278,6 +279,10 @@ class TrainingSetup:
     zero_stage: int = 1
     activation_recompute: Recompute = "none"
     recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES
+    # full recompute: every layer in groups of recompute_num_layers (uniform), or only the
+    # first recompute_num_layers of each stage (block; Megatron-core's --recompute-method)
+    recompute_method: RecomputeMethod = "uniform"
+    recompute_num_layers: int = 1
     micro_batch_size: int = 1
     optimizer_moment_bytes: int = 4  # 2 for BF16 moments
     grad_bytes: int = 4  # 2 for BF16 main grads (bf16/fp8 training; fp16 keeps 2 anyway)
@@ -292,8 +297,13 @@ class TrainingSetup:
     pipeline_impl: PipelineImpl = "megatron"  # the pipeline runtime (pipeline_parallel_impl)
 
     def __post_init__(self) -> None:
-        if self.zero_stage not in (0, 1, 2, 3) or self.micro_batch_size < 1:
-            raise ValueError("zero_stage must be 0..3 and micro_batch_size >= 1")
+        if (
+            self.zero_stage not in (0, 1, 2, 3)
+            or min(self.micro_batch_size, self.recompute_num_layers) < 1
+        ):
+            raise ValueError(
+                "zero_stage must be 0..3, micro_batch_size and recompute_num_layers >= 1"
+            )
         if {self.optimizer_moment_bytes, self.grad_bytes} - {2, 4}:
             raise ValueError("moment and gradient bytes must be 2 or 4")
         if not 0 <= self.optimizer_offload <= 1:
@@ -689,10 +699,16 @@ def estimate(
         for moe in ((False, True) if arch.moe else (False,))
     }
     working = 0.0
+    kept = act  # a layer that full recompute's block method leaves out keeps everything
+    group = 1  # layers recomputed together
     if training.activation_recompute in ("full", "selective_op"):
-        # One layer's recomputed activations while it runs its backward.
         no = replace(training, activation_recompute="none")
-        working = max(layer_activation_bytes(arch, m, parallel, no) - act[m] for m in act)
+        kept = {m: layer_activation_bytes(arch, m, parallel, no) for m in act}
+        if training.activation_recompute == "full" and training.recompute_method == "uniform":
+            group = training.recompute_num_layers
+        # One group's recomputed activations while it runs its backward (its input is kept).
+        working = max(group * kept[m] - act[m] for m in act)
+    block = training.activation_recompute == "full" and training.recompute_method == "block"
     mtp_act = arch.mtp_layers * act[arch.moe]
 
     def states(stage: int) -> tuple[float, float, float, float]:
@@ -720,6 +736,13 @@ def estimate(
         stage_states.append(kinds[kind])
 
     def stage_act(layers: range) -> float:
+        if block:  # Megatron-core's block method: the first N layers of each stage
+            n = min(training.recompute_num_layers, len(layers))
+            rest = range(layers.start + n, layers.stop)
+            moe = arch.moe_layers_in(rest)
+            return n * act[False] + (len(rest) - moe) * kept[False] + moe * kept.get(True, 0.0)
+        if group > 1:  # one kept input per group of layers (the input is the same either kind)
+            return -(-len(layers) // group) * act[False]
         moe = arch.moe_layers_in(layers)
         return (len(layers) - moe) * act[False] + (moe * act[True] if moe else 0.0)
 
@@ -824,9 +847,17 @@ def _assumptions(
         zero += f", {parallel.expert_data:g} (expert)"
     offload = training.optimizer_offload
     mods = ", ".join(sorted(training.modules)) or "nothing"
+    full = "full recompute (layer inputs kept)"
+    if training.recompute_method == "block":
+        full = (
+            f"full recompute of the first {training.recompute_num_layers} layers of each stage "
+            "(the others keep all their activations)"
+        )
+    elif training.recompute_num_layers > 1:
+        full = f"full recompute in groups of {training.recompute_num_layers} layers"
     recompute = {
         "none": "no recompute",
-        "full": "full recompute (layer inputs kept)",
+        "full": full,
         "selective": f"selective recompute of {mods}",
         "selective_op": "per-op selective checkpointing (every other matmul kept)",
     }[training.activation_recompute]

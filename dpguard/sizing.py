@@ -102,6 +102,8 @@ def training_setup(manifest: Manifest, **changes: Any) -> memory.TrainingSetup:
         zero_stage=t.zero_stage,
         activation_recompute=t.activation_recompute,  # type: ignore[arg-type]
         recompute_modules=t.recompute_modules,
+        recompute_method=t.recompute_method,  # type: ignore[arg-type]
+        recompute_num_layers=t.recompute_num_layers,
         micro_batch_size=t.micro_batch_size,
         optimizer_moment_bytes=2 if t.optimizer_moment_dtype == "bf16" else 4,
         grad_bytes=2 if t.main_grad_dtype == "bf16" else 4,
@@ -342,6 +344,21 @@ def fits(manifest: Manifest, estimate: memory.MemoryEstimate, settings: Mapping[
     return verdict(manifest, estimate, settings) == "fits"
 
 
+def full_recompute(t: Any) -> dict[str, Any]:
+    """The changes to a manifest's (or a TrainingSetup's) training settings that recompute
+    every layer, one at a time (Megatron-core's uniform method, one layer per group): what
+    the planner and the memory remedies switch to. Empty when it already does."""
+    changes: dict[str, Any] = {
+        "activation_recompute": "full",
+        "recompute_method": "uniform",
+        "recompute_num_layers": 1,
+    }
+    if all(getattr(t, k) == v for k, v in changes.items()):
+        return {}
+    # named even when already full: the planner orders and explains levers by it
+    return {k: v for k, v in changes.items() if k == "activation_recompute" or getattr(t, k) != v}
+
+
 def remedies(
     manifest: Manifest, s: Strategy, settings: Mapping[str, Any], more_gpus: bool = False
 ) -> tuple[tuple[str, float], ...]:
@@ -359,8 +376,10 @@ def remedies(
         trials.append(("activation_storage: fp8", manifest, s, {"activation_fp8": True}))
     if not t.activation_offload:
         trials.append(("activation_offload: true", manifest, s, {"activation_offload": True}))
-    if t.activation_recompute != "full":
-        trials.append(("activation_recompute: full", manifest, s, {"activation_recompute": "full"}))
+    full = full_recompute(t)
+    if full:
+        label = ", ".join(f"{k}: {v}" for k, v in full.items())
+        trials.append((label, manifest, s, full))
     tp = 2 * s.tensor
     if tp <= c.gpus_per_node and tensor_divides(manifest, tp):
         trials.append((f"tensor: {tp}", manifest, replace(s, tensor=tp), {}))

@@ -835,3 +835,43 @@ def test_torchtitan_loss_is_fused_when_torch_compile_compiles_it(
     text = '[model]\nname = "llama3"\nflavor = "8B"\n' + tables
     values = read(write(tmp_path, "job.toml", text), "torchtitan").values
     assert values["training.cross_entropy"] == loss
+
+
+@pytest.mark.parametrize(
+    "fmt, text, expected",
+    [
+        (
+            "megatron",
+            "torchrun pretrain_gpt.py --recompute-granularity full --recompute-method block "
+            "--recompute-num-layers 5\n",
+            {"recompute_method": "block", "recompute_num_layers": 5},
+        ),
+        # Megatron-Bridge's Llama 3 8B FP8 recipe on 8 H100 (perf_recipes/llama/h100)
+        (
+            "bridge",
+            "model:\n  recompute_granularity: full\n  recompute_method: block\n"
+            "  recompute_num_layers: 5\n",
+            {"recompute_method": "block", "recompute_num_layers": 5},
+        ),
+        (
+            "nemo",
+            "model:\n  activations_checkpoint_granularity: full\n"
+            "  activations_checkpoint_method: uniform\n  activations_checkpoint_num_layers: 2\n",
+            {"recompute_method": "uniform", "recompute_num_layers": 2},
+        ),
+        # only with full granularity (X031): selective leaves them out
+        (
+            "megatron",
+            "torchrun pretrain_gpt.py --recompute-granularity selective --recompute-method block "
+            "--recompute-num-layers 5\n",
+            {},
+        ),
+    ],
+)
+def test_full_recompute_method_and_layers_are_read(
+    tmp_path: Path, fmt: str, text: str, expected: dict[str, object]
+) -> None:
+    name = "train.sh" if fmt == "megatron" else "config.yaml"
+    values = read(write(tmp_path, name, text), fmt).values
+    keys = ("recompute_method", "recompute_num_layers")
+    assert {k: values[f"training.{k}"] for k in keys if f"training.{k}" in values} == expected

@@ -336,3 +336,35 @@ def test_fp8_primary_weights_without_a_cached_transpose_take_one_byte():
     way, 1 B with FP8 weights and no cache. Gradients and optimizer states do not change."""
     assert sharded_bytes(TrainingSetup("fp8"), 1).weights == 2.0
     assert sharded_bytes(TrainingSetup("fp8", fp8_weights=True), 1) == (1.0, 4.0, 12.0)
+
+
+def test_full_recompute_methods_decide_which_layers_keep_their_activations():
+    """Megatron-core's --recompute-method: uniform checkpoints every layer in groups of
+    --recompute-num-layers (one input kept per group, a whole group recomputed at once); block
+    recomputes only the first that many layers of each stage, the others keep everything."""
+    par = ParallelDegrees(tensor=1)
+    base = TrainingSetup(activation_recompute="full")
+    kept = layer_activation_bytes(LLAMA8, False, par, TrainingSetup())  # no recompute
+    inp = layer_activation_bytes(LLAMA8, False, par, base)  # a layer's input
+    one = PipelineLayout(1, 1, (0,), (1,))
+
+    def activations(**changes):
+        return estimate(LLAMA8, par, replace(base, **changes), one).ranks[0].activations
+
+    every = activations()
+    assert every == pytest.approx(32 * inp + (kept - inp))
+    # block 5 of 32: 5 inputs, 27 whole layers, one layer recomputed at a time
+    assert activations(recompute_method="block", recompute_num_layers=5) == pytest.approx(
+        5 * inp + 27 * kept + (kept - inp)
+    )
+    # a block as deep as the stage is every layer
+    assert activations(recompute_method="block", recompute_num_layers=40) == pytest.approx(every)
+    # uniform in groups of 4: 8 inputs, 4 layers recomputed together
+    assert activations(recompute_num_layers=4) == pytest.approx(8 * inp + (4 * kept - inp))
+    # per stage: P = 4 stages of 8, block 2 keeps 6 whole layers on each
+    layout = pipeline_layout("1f1b", 4, 1, inflight("1f1b", 4, 8))._replace(microbatches=8)
+    staged = estimate(
+        LLAMA8, par, replace(base, recompute_method="block", recompute_num_layers=2), layout
+    )
+    assert staged.ranks[3].activations == pytest.approx(2 * inp + 6 * kept + (kept - inp))
+    assert "first 2 layers of each stage" in staged.assumptions[1]

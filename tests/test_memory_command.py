@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from dpguard import sizing
 from dpguard.check import check_file
 from dpguard.cli import main
 from dpguard.planner.search import levers
@@ -147,6 +148,34 @@ def test_levers_cheapest_first(tmp_path, policies):
         },
         {"activation_recompute": "full"},
     ]
+
+
+def test_full_recompute_of_a_few_layers_leaves_the_every_layer_lever(tmp_path, policies):
+    """Megatron's block method recomputes the first N layers of each stage: the planner and
+    the memory remedies can still recompute every layer, and say which settings change."""
+    doc = load("frontier-moe")
+    doc["training"]["activation_recompute"] = "full"
+    doc["training"].pop("recompute_modules")
+    doc["training"]["recompute_method"] = "block"
+    doc["training"]["recompute_num_layers"] = 1
+    manifest = check_file(str(write(tmp_path, doc))).manifest
+    every = {"activation_recompute": "full", "recompute_method": "uniform"}
+    assert levers(manifest)[-1] == every
+    assert sizing.full_recompute(manifest.training) == every
+    doc["training"]["recompute_method"] = "uniform"
+    manifest = check_file(str(write(tmp_path, doc))).manifest
+    assert sizing.full_recompute(manifest.training) == {}
+    assert {"activation_recompute": "full"} not in levers(manifest)
+    # the memory remedies price it too, labelled with what changes
+    doc["training"]["recompute_method"] = "block"
+    manifest = check_file(str(write(tmp_path, doc))).manifest
+    strategy = sizing.proposal(manifest, "dualpipe")
+    assert strategy is not None
+    priced = dict(sizing.remedies(manifest, strategy, policies.settings))
+    label = "activation_recompute: full, recompute_method: uniform"
+    block = sizing.stage_memory(manifest, strategy, policies.settings)
+    assert block is not None
+    assert priced[label] < block.worst.total / sizing.GIB
 
 
 def test_the_plan_switches_recompute_when_nothing_fits_as_written(tmp_path, policies):

@@ -323,6 +323,7 @@ TYPES = [
     ("training", "1", "a mapping", "1"),
     ("training.global_batch_size", "15360.0", "an integer", "15360.0"),
     ("training.micro_batch_size", "'1'", "an integer", "'1'"),
+    ("training.recompute_num_layers", "2.5", "an integer", "2.5"),
     ("training.zero_stage", "1.0", "an integer", "1.0"),
     ("training.sequence_parallel", "'false'", "true or false", "'false'"),
     ("training.sequence_parallel", "no", "true or false", "'no'"),
@@ -415,6 +416,7 @@ ENUMS = [
         " (did you mean 'full'?)",
     ),
     ("training.activation_recompute", "always", "none, selective, selective_op, full", ""),
+    ("training.recompute_method", "blocks", "uniform, block", " (did you mean 'block'?)"),
     ("training.activation_storage", "FP8", "bf16, fp8", " (did you mean 'fp8'?)"),
     ("training.activation_storage", "fp16", "bf16, fp8", " (did you mean 'bf16'?)"),
     ("training.optimizer_moment_dtype", "FP32", "fp32, bf16", " (did you mean 'fp32'?)"),
@@ -510,6 +512,7 @@ RANGES = [
     ("model.mtp_layers", "-1", 0, "65", 64),
     ("training.global_batch_size", "0", 1, "1073741825", 1073741824),
     ("training.micro_batch_size", "0", 1, "65537", 65536),
+    ("training.recompute_num_layers", "0", 1, "100001", 100000),
     ("training.zero_stage", "-1", 0, "4", 3),
     ("training.optimizer_offload", "-0.5", 0, "1.5", 1),
     ("parallelism.tensor", "0", 1, "1025", 1024),
@@ -530,11 +533,13 @@ def _shown(value: str) -> str:
     ("dotted", "low", "minimum", "high", "maximum"), RANGES, ids=[r[0] for r in RANGES]
 )
 def test_minimum_and_maximum(dotted: str, low: str, minimum: int, high: str, maximum: int) -> None:
-    assert findings(edit(FULL, dotted, low)) == [
-        ("S004", *at(dotted), f"{dotted} is {_shown(low)}; it must be at least {minimum}")
+    base = with_key(dotted)
+    where = locate(base, dotted)
+    assert findings(edit(base, dotted, low)) == [
+        ("S004", *where, f"{dotted} is {_shown(low)}; it must be at least {minimum}")
     ]
-    assert findings(edit(FULL, dotted, high)) == [
-        ("S004", *at(dotted), f"{dotted} is {_shown(high)}; it must be at most {maximum}")
+    assert findings(edit(base, dotted, high)) == [
+        ("S004", *where, f"{dotted} is {_shown(high)}; it must be at most {maximum}")
     ]
 
 
@@ -841,7 +846,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 80
+    assert len(list(properties(SCHEMA))) == 82
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -878,6 +883,8 @@ def test_schema_defaults_match_the_normalised_manifest(valid_manifest_text: str)
         "model.shared_experts": m.model.shared_experts,
         "model.dense_layers": m.model.dense_layers,
         "model.mtp_layers": m.model.mtp_layers,
+        "training.recompute_method": m.training.recompute_method,
+        "training.recompute_num_layers": m.training.recompute_num_layers,
         "training.activation_storage": m.training.activation_storage,
         "training.activation_offload": m.training.activation_offload,
         "training.optimizer_offload": m.training.optimizer_offload,
@@ -970,6 +977,25 @@ KNOWN = (
 
 # (id, base text, edits, expected findings); each check once firing, once at its boundary.
 STAGED = insert(FULL, "parallelism", "stage_layers: [3" + ", 4" * 14 + ", 2]")
+
+# FULL with full recompute of the first two layers of each stage (Megatron's block method)
+BLOCK = insert(
+    insert(
+        apply(FULL, {"training.activation_recompute": "full", "training.recompute_modules": None}),
+        "training",
+        "recompute_num_layers: 2",
+    ),
+    "training",
+    "recompute_method: block",
+)
+_X031 = [
+    (
+        "X031",
+        *locate(BLOCK, f"training.{key}"),
+        f"{key} applies only with activation_recompute: full",
+    )
+    for key in ("recompute_method", "recompute_num_layers")
+]
 
 CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
     (
@@ -1597,6 +1623,10 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         {"training.recompute_modules": f"[{', '.join(RECOMPUTE_MODULES)}]"},
         [],
     ),
+    ("X031", BLOCK, {"training.activation_recompute": "selective"}, _X031),
+    # activation_recompute left out is none
+    ("X031-default-none", BLOCK, {"training.activation_recompute": None}, _X031),
+    ("X031-ok-full", BLOCK, {}, []),
     (
         "X021",
         GQA,
@@ -2016,6 +2046,7 @@ def test_cross_field_checks_stay_silent_on_schema_broken_values() -> None:
 BROKEN_READS = [
     ("X019", FULL, {"model.attention": "MLA"}, "model.attention"),
     ("X020", FULL, {"training.activation_recompute": "ful"}, "training.activation_recompute"),
+    ("X031", BLOCK, {"training.activation_recompute": "ful"}, "training.activation_recompute"),
     (
         "X022",
         GQA,

@@ -466,6 +466,8 @@ def to_manifest(
         value = str(granularity.value)
         if value in ("full", "selective"):
             b.set("training.activation_recompute", value, "recompute_granularity")
+            if value == "full":
+                _full_recompute(b, args)
         else:
             notes.append(
                 Note(
@@ -498,6 +500,18 @@ def to_manifest(
 
 
 _FSDP_ZERO = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+
+
+def _full_recompute(b: _Builder, args: Mapping[str, Arg]) -> None:
+    """Which layers full recompute covers: Megatron-core's --recompute-method (uniform: every
+    layer in groups of --recompute-num-layers; block: only the first that many of each
+    stage). A method it does not know is left at dpguard's default (every layer)."""
+    method = args.get("recompute_method")
+    if method is not None and str(method.value) in ("uniform", "block"):
+        b.set("training.recompute_method", str(method.value), "recompute_method")
+    layers = b.int("recompute_num_layers")
+    if layers is not None and layers >= 1:
+        b.set("training.recompute_num_layers", layers, "recompute_num_layers")
 
 
 def _half(arg: Arg | None) -> bool | None:

@@ -355,8 +355,9 @@ def levers(manifest: Manifest) -> list[dict[str, Any]]:
         if t.activation_recompute == "none":
             modules = tuple(cheap)
         out.append({"activation_recompute": "selective", "recompute_modules": modules})
-    if t.activation_recompute != "full":
-        out.append({"activation_recompute": "full"})
+    full = sizing.full_recompute(t)
+    if full:
+        out.append(full)
     return out
 
 

@@ -115,6 +115,13 @@ _SPECS = (
         "recompute mode",
         ("none", "selective", "selective_op", "full"),
     ),
+    _f(
+        "training.recompute_method",
+        "str",
+        "layers full recompute covers: every one in groups, or the first of each stage",
+        ("uniform", "block"),
+    ),
+    _f("training.recompute_num_layers", "int", "layers per group (uniform) or per stage (block)"),
     _f("training.sequence_parallel", "bool", "sequence parallelism as written (unset: on with TP)"),
     _f("training.activation_storage", "str", "activation storage precision", ("bf16", "fp8")),
     _f("training.activation_offload", "bool", "activations offloaded to host memory"),
