@@ -101,13 +101,18 @@ def test_interleaved_virtual_stages_round_trip(fmt, virtual, policies, tmp_path)
     has: torchtitan's reader then assumes its default of 2 stages per rank)."""
     plan = _plan(ROOT / "examples" / "large-dense.yaml", policies, "megatron")
     assert plan.strategy is not None
-    layers = plan.strategy.pipeline * virtual * 2
+    # Llama 3's split: the embedding and the loss count as a layer of the first and last stage
+    lead, tail = int(plan.strategy.account_for_embedding), int(plan.strategy.account_for_loss)
+    layers = plan.strategy.pipeline * virtual * 2 - lead - tail
     manifest = replace(plan.manifest, model=replace(plan.manifest.model, layers=layers))
     strategy = replace(plan.strategy, schedule="interleaved-1f1b", virtual_stages=virtual)
     interleaved = replace(plan, manifest=manifest, schedule="interleaved-1f1b", strategy=strategy)
     if fmt == "torchtitan":
-        per_stage = layers // (strategy.pipeline * virtual)
-        assert f"pipeline_parallel_layers_per_stage = {per_stage}" in emit(interleaved, fmt)
+        # torchtitan counts them the same way: (layers + lead + tail) / stages per stage
+        text = emit(interleaved, fmt)
+        assert "pipeline_parallel_layers_per_stage = 2" in text
+        assert f"pipeline_parallel_first_stage_less_layers = {lead}" in text
+        assert f"pipeline_parallel_last_stage_less_layers = {tail}" in text
     _assert_round_trip(interleaved, fmt, tmp_path)
 
 

@@ -70,8 +70,8 @@ def megatron_args(plan: Plan) -> tuple[list[tuple[str, Any]], list[str]]:
     if recompute == "full":
         args += [
             ("recompute_granularity", "full"),
-            ("recompute_method", "uniform"),
-            ("recompute_num_layers", 1),
+            ("recompute_method", t.recompute_method),
+            ("recompute_num_layers", t.recompute_num_layers),
         ]
     elif recompute == "selective":
         args.append(("recompute_granularity", "selective"))
@@ -199,10 +199,18 @@ def _torchtitan(plan: Plan) -> tuple[list[str], list[str]]:
     if s.pipeline > 1 and plan.schedule:
         parallelism.append(("pipeline_parallel_schedule", _TORCHTITAN_SCHEDULES[plan.schedule]))
         parallelism.append(("pipeline_parallel_microbatch_size", plan.micro_batch_size))
+        # torchtitan counts the embedding and the output as layers of the first and last
+        # stage (default 1 each, pipeline_parallel.py): written as the plan's split counts them
+        lead, tail = int(s.account_for_embedding), int(s.account_for_loss)
+        parallelism += [
+            ("pipeline_parallel_first_stage_less_layers", lead),
+            ("pipeline_parallel_last_stage_less_layers", tail),
+        ]
         if plan.schedule == "interleaved-1f1b":
             stages = s.pipeline * s.virtual_stages
-            if m.model.layers % stages == 0:
-                parallelism.append(("pipeline_parallel_layers_per_stage", m.model.layers // stages))
+            slots = m.model.layers + lead + tail
+            if slots % stages == 0:
+                parallelism.append(("pipeline_parallel_layers_per_stage", slots // stages))
             elif s.virtual_stages != 2:
                 notes.append(
                     f"{m.model.layers} layers do not split into {stages} equal stages: set "
@@ -223,6 +231,11 @@ def _torchtitan(plan: Plan) -> tuple[list[str], list[str]]:
         t.activation_recompute, t.activation_recompute
     )
     checkpoint: list[tuple[str, Any]] = [("mode", mode)]
+    if mode == "full" and (t.recompute_method, t.recompute_num_layers) != ("uniform", 1):
+        notes.append(
+            "torchtitan's full checkpointing recomputes every layer: Megatron's "
+            f"{t.recompute_method} method over {t.recompute_num_layers} layers has no equivalent"
+        )
     if mode == "selective":
         checkpoint.append(("selective_ac_option", "op"))
         if t.activation_recompute == "selective":
