@@ -875,3 +875,21 @@ def test_full_recompute_method_and_layers_are_read(
     values = read(write(tmp_path, name, text), fmt).values
     keys = ("recompute_method", "recompute_num_layers")
     assert {k: values[f"training.{k}"] for k in keys if f"training.{k}" in values} == expected
+
+
+@pytest.mark.parametrize(
+    "flags, impl",
+    [
+        ("--pipeline-model-parallel-size 12 --deepspeed --deepspeed_config ds.json", "deepspeed"),
+        # Megatron-DeepSpeed without its pipeline engine, or with no pipeline at all
+        ("--pipeline-model-parallel-size 12 --deepspeed --no-pipeline-parallel", None),
+        ("--pipeline-model-parallel-size 1 --deepspeed", None),
+        ("--pipeline-model-parallel-size 12", None),
+    ],
+)
+def test_megatron_deepspeed_pipelines_with_deepspeed_s_engine(
+    tmp_path: Path, flags: str, impl: str | None
+) -> None:
+    text = f"deepspeed pretrain_gpt.py --bf16 --num-layers 72 {flags}\n"
+    values = read(write(tmp_path, "train.sh", text), "megatron").values
+    assert values.get("training.pipeline_parallel_impl") == impl

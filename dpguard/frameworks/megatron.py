@@ -124,6 +124,8 @@ KNOWN = frozenset(
         "data_parallel_sharding_strategy",
         "fp8_param_gather",
         "disable_parameter_transpose_cache",
+        "deepspeed",
+        "no_pipeline_parallel",
     ]
 )
 
@@ -324,6 +326,8 @@ _SWITCHES = frozenset(
         "use_megatron_fsdp",
         "fp8_param_gather",
         "disable_parameter_transpose_cache",
+        "deepspeed",
+        "no_pipeline_parallel",
     }
 )
 
@@ -480,6 +484,14 @@ def to_manifest(
         b.set("training.activation_recompute", "selective", "recompute_activations")
     elif fmt in ("megatron", "flagscale"):
         b.set("training.activation_recompute", "none", "num_layers")
+    if (
+        _true(args.get("deepspeed"))
+        and not _true(args.get("no_pipeline_parallel"))
+        and (b.values.get("parallelism.pipeline") or 1) > 1
+    ):
+        # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine (pretrain_gpt.py builds
+        # GPTModelPipe unless --no-pipeline-parallel), which keeps in-flight stage outputs
+        b.set("training.pipeline_parallel_impl", "deepspeed", "deepspeed")
     modules = args.get("recompute_modules")
     if modules is not None and isinstance(modules.value, list):
         b.set("training.recompute_modules", list(modules.value), "recompute_modules")
