@@ -614,14 +614,15 @@ def test_gradient_and_optimizer_precision_and_offload(
     """What decides the model-state bytes: Megatron's --grad-reduce-in-bf16 (Megatron-LM's
     Llama 3 FP8 example), the precision-aware optimizer's moment dtypes (DeepSeek-V3 recipes)
     and optimizer CPU offload, in the command-line and the Megatron-Bridge spellings."""
-    name = "train.sh" if fmt == "megatron" else "config.yaml"
-    extract = read(write(tmp_path, name, text), fmt)
-    found = {
-        k.split(".")[1]: v
-        for k, v in extract.values.items()
-        if k.split(".")[-1] in ("main_grad_dtype", "optimizer_moment_dtype", "optimizer_offload")
-    }
-    assert found == expected
+    keys = ("main_grad_dtype", "optimizer_moment_dtype", "optimizer_offload")
+    assert _training(tmp_path, fmt, text, keys) == expected
+
+
+def _training(tmp_path: Path, fmt: str, text: str, keys: tuple[str, ...]) -> dict[str, object]:
+    """The `training.` values among `keys` that the `fmt` reader takes from `text`."""
+    name = {"megatron": "train.sh", "torchtitan": "job.toml"}.get(fmt, "config.yaml")
+    values = read(write(tmp_path, name, text), fmt).values
+    return {k: values[f"training.{k}"] for k in keys if f"training.{k}" in values}
 
 
 @pytest.mark.parametrize(
@@ -754,10 +755,8 @@ def test_torchtitan_pipelines_with_torch_pipelining(tmp_path: Path) -> None:
 def test_fp8_primary_weights_and_the_transpose_cache(
     tmp_path: Path, fmt: str, text: str, expected: dict[str, object]
 ) -> None:
-    name = {"megatron": "train.sh", "torchtitan": "job.toml"}.get(fmt, "config.yaml")
-    values = read(write(tmp_path, name, text), fmt).values
     keys = ("fp8_param_gather", "parameter_transpose_cache")
-    assert {k: values[f"training.{k}"] for k in keys if f"training.{k}" in values} == expected
+    assert _training(tmp_path, fmt, text, keys) == expected
 
 
 @pytest.mark.parametrize(
@@ -871,10 +870,8 @@ def test_torchtitan_loss_is_fused_when_torch_compile_compiles_it(
 def test_full_recompute_method_and_layers_are_read(
     tmp_path: Path, fmt: str, text: str, expected: dict[str, object]
 ) -> None:
-    name = "train.sh" if fmt == "megatron" else "config.yaml"
-    values = read(write(tmp_path, name, text), fmt).values
     keys = ("recompute_method", "recompute_num_layers")
-    assert {k: values[f"training.{k}"] for k in keys if f"training.{k}" in values} == expected
+    assert _training(tmp_path, fmt, text, keys) == expected
 
 
 @pytest.mark.parametrize(
