@@ -366,7 +366,8 @@ def remedies(
     cheapest first: a fused loss, FP8 activation storage, activation offload, full recompute,
     twice the tensor parallel size inside a node, twice the pipeline depth; with `more_gpus`,
     also twice the GPUs (more data parallelism to shard the optimizer over). Each is judged alone; a
-    change that does not apply (already set, or not a valid layout) is left out."""
+    change that does not apply (already set, not a valid layout, or saving under 0.05 GiB) is
+    left out."""
     t, m, c = manifest.training, manifest.model, manifest.cluster
     trials: list[tuple[str, Manifest, Strategy, dict[str, Any]]] = []
     if t.cross_entropy == "unfused":
@@ -378,7 +379,7 @@ def remedies(
         trials.append(("activation_offload: true", manifest, s, {"activation_offload": True}))
     full = full_recompute(t)
     if full:
-        label = ", ".join(f"{k}: {v}" for k, v in full.items())
+        label = ", ".join(f"{k}: {v}" for k, v in full.items() if getattr(t, k) != v)
         trials.append((label, manifest, s, full))
     tp = 2 * s.tensor
     if tp <= c.gpus_per_node and tensor_divides(manifest, tp):
@@ -390,10 +391,13 @@ def remedies(
     if more_gpus:
         doubled = replace(manifest, cluster=replace(c, gpus=2 * c.gpus))
         trials.append((f"gpus: {2 * c.gpus}", doubled, s, {}))
+    now = _priced(manifest, s, settings, {})
     out = []
     for label, sized, strategy, changes in trials:
         gib = _priced(sized, strategy, settings, changes)
-        if gib is not None:
+        # a change that saves nothing here (FP8 storage under FP8 compute, offload with one
+        # micro-batch in flight) is no remedy
+        if gib is not None and (now is None or gib < now - 0.05):
             out.append((label, gib))
     return tuple(out)
 

@@ -172,7 +172,7 @@ def test_full_recompute_of_a_few_layers_leaves_the_every_layer_lever(tmp_path, p
     strategy = sizing.proposal(manifest, "dualpipe")
     assert strategy is not None
     priced = dict(sizing.remedies(manifest, strategy, policies.settings))
-    label = "activation_recompute: full, recompute_method: uniform"
+    label = "recompute_method: uniform"
     block = sizing.stage_memory(manifest, strategy, policies.settings)
     assert block is not None
     assert priced[label] < block.worst.total / sizing.GIB
