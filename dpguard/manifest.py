@@ -129,6 +129,7 @@ class Training:
     optimizer_moment_dtype: str  # fp32 | bf16
     main_grad_dtype: str  # fp32 | bf16
     bf16_grads_kept: bool  # DeepSpeed's BF16_Optimizer keeps the bf16 grads beside its fp32 ones
+    fp8_weight_cache: bool  # TE keeps an FP8 copy of each weight over a step (no FP8 params)
     fp8_param_gather: bool  # FP8 primary weights
     parameter_transpose_cache: bool  # TE keeps each FP8 weight's transpose
     flash_attention: bool
@@ -316,6 +317,7 @@ def build_manifest(
         optimizer_moment_dtype=t.get("optimizer_moment_dtype", "fp32"),
         main_grad_dtype=t.get("main_grad_dtype", "fp32"),
         bf16_grads_kept=t.get("bf16_grads_kept", False),
+        fp8_weight_cache=t.get("fp8_weight_cache", False),
         fp8_param_gather=t.get("fp8_param_gather", False),
         parameter_transpose_cache=t.get("parameter_transpose_cache", True),
         flash_attention=t.get("flash_attention", True),

@@ -288,6 +288,7 @@ class TrainingSetup:
     grad_bytes: int = 4  # 2 for BF16 main grads (bf16/fp8 training; fp16 keeps 2 anyway)
     bf16_grads_kept: bool = False  # DeepSpeed's BF16_Optimizer: bf16 grads beside the main grads
     fp8_weights: bool = False  # FP8 primary weights with no cached transpose: 1 B per weight
+    fp8_weight_cache: bool = False  # TE's FP8 copy + transpose beside BF16 weights: 2 B more
     activation_fp8: bool = False  # activation_storage: fp8
     activation_offload: bool = False
     optimizer_offload: float = 0.0
@@ -329,13 +330,16 @@ def state_bytes(training: TrainingSetup) -> StateBytes:
     --fp8-param-gather) FP8 data plus the transpose Transformer Engine caches for the backward
     pass: 2 B either way, 1 B when that cache is off (--disable-parameter-transpose-cache).
     The embedding and output layer stay BF16 but are priced at 1 B too (a small under-count).
+    Without FP8 primary weights, Transformer Engine under Megatron-core caches each weight's
+    FP8 cast and its transpose for the step (is_first_microbatch; extensions/transformer_engine.py)
+    beside the BF16 weight: 4 B (the embedding, never cast, is priced so too: errs large).
     DeepSpeed's BF16_Optimizer keeps the bf16 gradients the backward writes beside its fp32
     buffer (runtime/bf16_optimizer.py: update_hp_grads(clear_lp_grads=False) in the pipeline
     engine; the BLOOM README's "2 + 4 + 12/DP" leaves them out): 2 B more."""
     moments = 2.0 * training.optimizer_moment_bytes
     if training.precision == "fp16":
         return StateBytes(2.0, 2.0, 4.0 + 4.0 + moments)  # + an fp32 main-grad copy
-    weights = 1.0 if training.fp8_weights else 2.0
+    weights = 1.0 if training.fp8_weights else 4.0 if training.fp8_weight_cache else 2.0
     grads = training.grad_bytes + (2.0 if training.bf16_grads_kept else 0.0)
     return StateBytes(weights, float(grads), 4.0 + moments)
 

@@ -109,6 +109,10 @@ def training_setup(manifest: Manifest, **changes: Any) -> memory.TrainingSetup:
         grad_bytes=2 if t.main_grad_dtype == "bf16" else 4,
         bf16_grads_kept=t.bf16_grads_kept,
         fp8_weights=t.precision == "fp8" and t.fp8_param_gather and not t.parameter_transpose_cache,
+        fp8_weight_cache=t.precision == "fp8"
+        and t.fp8_weight_cache
+        and not t.fp8_param_gather
+        and t.parameter_transpose_cache,
         activation_fp8=t.activation_storage == "fp8",
         activation_offload=t.activation_offload,
         optimizer_offload=t.optimizer_offload,

@@ -715,6 +715,19 @@ def test_torchtitan_pipelines_with_torch_pipelining(tmp_path: Path) -> None:
             "torchrun pretrain_gpt.py --fp8-format hybrid --fp8-param-gather\n",
             {"fp8_param_gather": True},
         ),
+        # NeMo 1 spells FP8 primary weights fp8_params (MLPerf's GPT-3 175B configs)
+        (
+            "nemo",
+            "model:\n  fp8: true\n  fp8_hybrid: true\n  fp8_params: true\n",
+            {"fp8_param_gather": True},
+        ),
+        # Transformer Engine caches each weight's FP8 cast and transpose over the step
+        ("megatron", "torchrun pretrain_gpt.py --fp8-format hybrid\n", {"fp8_weight_cache": True}),
+        (
+            "megatron",
+            "torchrun pretrain_gpt.py --fp8-format hybrid --disable-parameter-transpose-cache\n",
+            {"parameter_transpose_cache": False},
+        ),
         (
             "megatron",
             "torchrun pretrain_gpt.py --fp8-format hybrid --fp8-param-gather "
@@ -728,7 +741,11 @@ def test_torchtitan_pipelines_with_torch_pipelining(tmp_path: Path) -> None:
             "model: {disable_parameter_transpose_cache: true}\n",
             {"fp8_param_gather": True, "parameter_transpose_cache": False},
         ),
-        ("bridge", "mixed_precision: bf16_with_fp8_subchannel_scaling_mixed\n", {}),
+        (
+            "bridge",
+            "mixed_precision: bf16_with_fp8_subchannel_scaling_mixed\n",
+            {"fp8_weight_cache": True},
+        ),
         ("bridge", "mixed_precision: bf16_mixed\n", {}),
         # torchtitan: FSDP all-gathers Float8 weights in FP8; torchao caches no transpose
         (
@@ -755,7 +772,7 @@ def test_torchtitan_pipelines_with_torch_pipelining(tmp_path: Path) -> None:
 def test_fp8_primary_weights_and_the_transpose_cache(
     tmp_path: Path, fmt: str, text: str, expected: dict[str, object]
 ) -> None:
-    keys = ("fp8_param_gather", "parameter_transpose_cache")
+    keys = ("fp8_param_gather", "parameter_transpose_cache", "fp8_weight_cache")
     assert _training(tmp_path, fmt, text, keys) == expected
 
 

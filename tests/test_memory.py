@@ -302,6 +302,13 @@ def test_deepspeed_pipeline_keeps_the_in_flight_stage_outputs():
     assert extra == pytest.approx([(8 - r) * boundary for r in range(7)] + [0.0])
 
 
+def test_transformer_engine_keeps_an_fp8_copy_of_bf16_weights_for_the_step():
+    """Without FP8 primary weights, Megatron-core lets Transformer Engine cache each weight's
+    FP8 cast and transpose across the micro-batches (is_first_microbatch): 2 B beside the 2."""
+    assert state_bytes(TrainingSetup("fp8", fp8_weight_cache=True)) == (4.0, 4.0, 12.0)
+    assert state_bytes(TrainingSetup("fp8")).weights == 2.0
+
+
 def test_fsdp_collectives_hold_one_layer_s_buffers():
     """FSDP (ZeRO-3) gathers a layer and prefetches the next (bf16), the layer's bf16 gradients
     wait for the reduce-scatter's fp32 copy: 2 + 2 + 2 + 4 = 10 B per parameter of one layer.

@@ -349,6 +349,7 @@ TYPES = [
     ("training.fp8_param_gather", "'yes'", "true or false", "'yes'"),
     ("training.parameter_transpose_cache", "0", "true or false", "0"),
     ("training.bf16_grads_kept", "'kept'", "true or false", "'kept'"),
+    ("training.fp8_weight_cache", "'te'", "true or false", "'te'"),
     ("communication", "deepep", "a mapping", "'deepep'"),
 ]
 
@@ -846,7 +847,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 82
+    assert len(list(properties(SCHEMA))) == 83
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -891,6 +892,7 @@ def test_schema_defaults_match_the_normalised_manifest(valid_manifest_text: str)
         "training.optimizer_moment_dtype": m.training.optimizer_moment_dtype,
         "training.main_grad_dtype": m.training.main_grad_dtype,
         "training.bf16_grads_kept": m.training.bf16_grads_kept,
+        "training.fp8_weight_cache": m.training.fp8_weight_cache,
         "training.fp8_param_gather": m.training.fp8_param_gather,
         "training.parameter_transpose_cache": m.training.parameter_transpose_cache,
         "training.flash_attention": m.training.flash_attention,

@@ -44,6 +44,7 @@ ALIASES = {
     "moe_enable_deepep": "moe_enable_deepep",
     "padded_vocab_size": "vocab_size",
     "max_position_embeddings_seq": "seq_length",
+    "fp8_params": "fp8_param_gather",  # NeMo 1: weights created in FP8 (te.fp8_model_init)
 }
 
 # Arguments that take several values (argparse nargs="+").
@@ -551,6 +552,10 @@ def _state_bytes(b: _Builder, args: Mapping[str, Arg]) -> None:
         b.set("training.fp8_param_gather", True, "fp8_param_gather")
     if _true(args.get("disable_parameter_transpose_cache")):
         b.set("training.parameter_transpose_cache", False, "disable_parameter_transpose_cache")
+    elif b.values.get("training.precision") == "fp8" and not _true(args.get("fp8_param_gather")):
+        # Megatron-core passes is_first_microbatch to Transformer Engine, which then keeps each
+        # weight's FP8 cast and transpose for the whole step beside the BF16 weight
+        b.set("training.fp8_weight_cache", True, "fp8_format", "fp8")
     if _true(args.get("use_precision_aware_optimizer")) and all(
         _half(args.get(k)) for k in ("exp_avg_dtype", "exp_avg_sq_dtype")
     ):

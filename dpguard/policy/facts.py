@@ -129,6 +129,7 @@ _SPECS = (
     _f("training.optimizer_moment_dtype", "str", "Adam moment precision", ("fp32", "bf16")),
     _f("training.main_grad_dtype", "str", "gradient buffer precision", ("fp32", "bf16")),
     _f("training.bf16_grads_kept", "bool", "16-bit gradients kept beside the main grads"),
+    _f("training.fp8_weight_cache", "bool", "TE keeps an FP8 copy of each weight over a step"),
     _f("training.fp8_param_gather", "bool", "weights kept in FP8 (FP8 primary weights)"),
     _f("training.parameter_transpose_cache", "bool", "TE caches each FP8 weight's transpose"),
     _f("training.flash_attention", "bool", "attention keeps no s x s scores"),
