@@ -606,6 +606,9 @@ def test_shell_unquoted_array_elements_split_into_words() -> None:
                 "optimizer_offload": 0.25,
             },
         ),
+        # NeMo 1: the optimizer's grad_sync_dtype decides the gradient buffer (MLPerf configs)
+        ("nemo", "model:\n  optim:\n    grad_sync_dtype: bf16\n", {"main_grad_dtype": "bf16"}),
+        ("nemo", "model:\n  optim:\n    grad_sync_dtype: fp32\n", {"main_grad_dtype": "fp32"}),
     ],
 )
 def test_gradient_and_optimizer_precision_and_offload(

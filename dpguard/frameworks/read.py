@@ -252,7 +252,13 @@ def _resolve(doc: SourceDoc, value: Any, section: tuple, depth: int = 0) -> tupl
 
 def _nemo(doc: SourceDoc) -> Extract:
     args = _section_args(doc, ("model",))
-    args.update({k: v for k, v in _section_args(doc, ("model", "optim")).items() if k == "name"})
+    optim = _section_args(doc, ("model", "optim"))
+    args.update({k: v for k, v in optim.items() if k == "name"})
+    sync = optim.get("grad_sync_dtype")
+    if sync is not None and str(sync.value).lower() in ("fp32", "float32", "bf16", "bfloat16"):
+        # NeMo 1 builds Megatron-core's DDP with grad_reduce_in_fp32 = (grad_sync_dtype ==
+        # fp32); Apex's distributed Adam keeps its gradient buckets in that dtype too
+        args["grad_reduce_in_fp32"] = Arg("32" in str(sync.value), sync.origin)
     trainer = _section_args(doc, ("trainer",))
     name = args.pop("name", None)
     if name is not None:
