@@ -910,3 +910,27 @@ def test_megatron_deepspeed_pipelines_with_deepspeed_s_engine(
     text = f"deepspeed pretrain_gpt.py --bf16 --num-layers 72 {flags}\n"
     values = read(write(tmp_path, "train.sh", text), "megatron").values
     assert values.get("training.pipeline_parallel_impl") == impl
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        # deprecated --moe-layer-recompute: selective with the MoE layer among the modules
+        (
+            "--moe-layer-recompute",
+            {"activation_recompute": "selective", "recompute_modules": ["core_attn", "moe"]},
+        ),
+        (
+            "--recompute-granularity selective --recompute-modules mla_up_proj "
+            "--moe-layer-recompute",
+            {"activation_recompute": "selective", "recompute_modules": ["mla_up_proj", "moe"]},
+        ),
+        ("", {"activation_recompute": "none"}),
+    ],
+)
+def test_moe_layer_recompute_adds_the_moe_module(
+    tmp_path: Path, flags: str, expected: dict[str, object]
+) -> None:
+    text = f"torchrun pretrain_gpt.py --bf16 --num-experts 8 {flags}\n"
+    keys = ("activation_recompute", "recompute_modules")
+    assert _training(tmp_path, "megatron", text, keys) == expected

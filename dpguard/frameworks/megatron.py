@@ -127,6 +127,7 @@ KNOWN = frozenset(
         "disable_parameter_transpose_cache",
         "deepspeed",
         "no_pipeline_parallel",
+        "moe_layer_recompute",
     ]
 )
 
@@ -329,6 +330,7 @@ _SWITCHES = frozenset(
         "disable_parameter_transpose_cache",
         "deepspeed",
         "no_pipeline_parallel",
+        "moe_layer_recompute",
     }
 )
 
@@ -496,6 +498,18 @@ def to_manifest(
     modules = args.get("recompute_modules")
     if modules is not None and isinstance(modules.value, list):
         b.set("training.recompute_modules", list(modules.value), "recompute_modules")
+    if _true(args.get("moe_layer_recompute")) and b.values.get("training.activation_recompute") != (
+        "full"
+    ):
+        # deprecated --moe-layer-recompute: selective, the MoE layer added to the modules
+        # (transformer_config.py __post_init__)
+        listed = b.values.get("training.recompute_modules", ["core_attn"])
+        b.set("training.activation_recompute", "selective", "moe_layer_recompute")
+        b.set(
+            "training.recompute_modules",
+            [*listed, "moe"] if "moe" not in listed else listed,
+            "moe_layer_recompute",
+        )
     if _true(args.get("sequence_parallel")):
         b.set("training.sequence_parallel", True, "sequence_parallel")
     kernel = _dispatcher(args)
