@@ -934,3 +934,41 @@ def test_moe_layer_recompute_adds_the_moe_module(
     text = f"torchrun pretrain_gpt.py --bf16 --num-experts 8 {flags}\n"
     keys = ("activation_recompute", "recompute_modules")
     assert _training(tmp_path, "megatron", text, keys) == expected
+
+
+@pytest.mark.parametrize(
+    "tables, expected",
+    [
+        # torchtitan's default: every 2nd block fully checkpointed; 16 of Llama 3 8B's 32
+        (
+            "",
+            {
+                "activation_recompute": "full",
+                "recompute_method": "block",
+                "recompute_num_layers": 16,
+            },
+        ),
+        ('[activation_checkpoint]\nselective_ac_option = "1"\n', {"activation_recompute": "full"}),
+        # per stage: 4 stages of 8 blocks, every 4th: 2 per stage
+        (
+            '[activation_checkpoint]\nselective_ac_option = "4"\n'
+            "[parallelism]\npipeline_parallel_degree = 4\n",
+            {
+                "activation_recompute": "full",
+                "recompute_method": "block",
+                "recompute_num_layers": 2,
+            },
+        ),
+        ('[activation_checkpoint]\nselective_ac_option = "64"\n', {"activation_recompute": "none"}),
+        (
+            '[activation_checkpoint]\nselective_ac_option = "op"\n',
+            {"activation_recompute": "selective_op"},
+        ),
+    ],
+)
+def test_torchtitan_layer_interval_checkpointing_is_full_recompute_of_some_blocks(
+    tmp_path: Path, tables: str, expected: dict[str, object]
+) -> None:
+    text = '[model]\nname = "llama3"\nflavor = "8B"\n' + tables
+    keys = ("activation_recompute", "recompute_method", "recompute_num_layers")
+    assert _training(tmp_path, "torchtitan", text, keys) == expected

@@ -286,6 +286,7 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
         ("experimental", "pipeline_parallel_schedule"),
     )
     facts: dict[str, Any] = {"framework.schedule_without_pipeline": None}
+    stage_count = 1  # pipeline stages in all (virtual ones included)
     if schedule is not None and pp == 1:
         facts["framework.schedule_without_pipeline"] = str(schedule)
     if pp > 1:
@@ -311,6 +312,7 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
                     per_rank = stages // pp
             if per_rank > 1 and dp_name != "dualpipev":
                 put("parallelism.virtual_stages", per_rank, per_stage_at or schedule_at)
+            stage_count = pp * per_rank
             if layers:
                 split, split_at = _split(
                     find, layers, pp * per_rank, weights, "experimental" in data
@@ -378,16 +380,30 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
         put("training.activation_recompute", mode, mode_at)
     elif mode == "selective" and option == "op":
         put("training.activation_recompute", "selective_op", option_at or mode_at)
+    elif mode == "selective" and option.isdigit() and layers and int(option) >= 1:
+        # every k-th block fully checkpointed (activation_checkpoint.py _apply_layer_sac), the
+        # others keep everything: per stage, as many recomputed blocks as Megatron's block
+        # method recomputes with n // k layers (which ones does not change the memory)
+        every = int(option)
+        recomputed = -(-layers // stage_count) // every
+        if every == 1:
+            put("training.activation_recompute", "full", option_at or mode_at)
+        elif recomputed == 0:
+            put("training.activation_recompute", "none", option_at or mode_at)
+        else:
+            put("training.activation_recompute", "full", option_at or mode_at)
+            put("training.recompute_method", "block", option_at or mode_at)
+            put("training.recompute_num_layers", recomputed, option_at or mode_at)
     elif mode == "selective":
-        # every Nth block fully checkpointed, the rest keep everything: between none and full,
-        # which dpguard cannot say; judged as none, so memory is overestimated, never under
+        # an interval the file does not give as a number, or no known layer count: judged as
+        # no recompute, so memory is overestimated, never under
         put("training.activation_recompute", "none", option_at or mode_at)
         notes.append(
             Note(
                 option_at or mode_at or Origin(path, Position(1, 1)),
                 "F002",
-                f"selective_ac_option {option!r} checkpoints every {option}th block; dpguard has "
-                "no such setting and judges memory as without recompute (an overestimate)",
+                f"selective_ac_option {option!r} is not a layer interval dpguard can place: "
+                "memory is judged as without recompute (an overestimate)",
                 Severity.INFO,
             )
         )
