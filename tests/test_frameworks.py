@@ -14,6 +14,7 @@ from dpguard.findings import Severity
 from dpguard.frameworks import shell
 from dpguard.frameworks.compose import compose
 from dpguard.frameworks.read import read, sniff
+from dpguard.policy.load import load_policies
 from dpguard.yamlevents import Position
 
 FRAMEWORKS = Path(__file__).parent.parent / "policies" / "tests" / "frameworks"
@@ -128,6 +129,7 @@ def test_megatron_script_to_manifest(tmp_path: Path) -> None:
         "training.global_batch_size": 256,
         "training.micro_batch_size": 1,
         "training.precision": "bf16",
+        "training.sequence_parallel": False,  # Megatron's default without --sequence-parallel
         "training.tokens": 1000 * 256 * 8192,
         "training.zero_stage": 1,
     }
@@ -972,3 +974,76 @@ def test_torchtitan_layer_interval_checkpointing_is_full_recompute_of_some_block
     text = '[model]\nname = "llama3"\nflavor = "8B"\n' + tables
     keys = ("activation_recompute", "recompute_method", "recompute_num_layers")
     assert _training(tmp_path, "torchtitan", text, keys) == expected
+
+
+# A Megatron-DeepSpeed launch in the style of BLOOM's (bigscience tr11-176B-ml.slurm): DeepSpeed's
+# pipeline engine, bf16 at ZeRO 0, activation checkpointing, no flash flag, no SP, the
+# 'type:transformer|embedding' partition and a padded vocabulary.
+MEGATRON_DEEPSPEED = """\
+TP_SIZE=4
+PP_SIZE=12
+GPT_ARGS=" --pp-partition-method 'type:transformer|embedding' --num-layers 70 \\
+  --hidden-size 14336 --num-attention-heads 112 --seq-length 2048 --micro-batch-size 2 \\
+  --global-batch-size 2048 --train-samples 220_000_000 --embed-layernorm --bf16 \\
+  --checkpoint-activations --pad-vocab-size-to 250880"
+ZERO_STAGE=0
+DEEPSPEED_ARGS=" --deepspeed --deepspeed_config ds_config.json --zero-stage ${ZERO_STAGE} \\
+  --deepspeed-activation-checkpointing"
+CMD="pretrain_gpt.py --tensor-model-parallel-size $TP_SIZE \\
+  --pipeline-model-parallel-size $PP_SIZE $GPT_ARGS $DEEPSPEED_ARGS"
+python -u -m torch.distributed.run --nproc_per_node 8 --nnodes 48 $CMD
+"""
+
+
+def test_megatron_deepspeed_reads_as_its_frameworks_ran(tmp_path: Path) -> None:
+    """What BLOOM's calibration manifest states by hand, read from the launch script: the
+    pipeline engine's buffers, BF16_Optimizer (ZeRO-1 alike, bf16 gradients kept), full
+    recompute, no FlashAttention, no sequence parallelism, the embedding-balanced split, the
+    padded vocabulary and an underscored sample count; the memory is the manifest's."""
+    values = read(write(tmp_path, "tr11.slurm", MEGATRON_DEEPSPEED), "megatron").values
+    assert {k: v for k, v in values.items() if k.startswith("training.")} == {
+        "training.activation_recompute": "full",
+        "training.bf16_grads_kept": True,
+        "training.flash_attention": False,
+        "training.global_batch_size": 2048,
+        "training.micro_batch_size": 2,
+        "training.pipeline_parallel_impl": "deepspeed",
+        "training.precision": "bf16",
+        "training.sequence_parallel": False,
+        "training.tokens": 220_000_000 * 2048,
+        "training.zero_stage": 1,
+    }
+    assert values["model.vocab_size"] == 250880
+    assert values["parallelism.account_for_embedding"] and values["parallelism.account_for_loss"]
+    source = write(
+        tmp_path,
+        "bloom.yaml",
+        "apiVersion: dpguard/v1\nkind: TrainingManifest\nmetadata: {name: bloom}\n"
+        "source: {path: tr11.slurm, format: megatron}\n"
+        "cluster: {gpus: 384, accelerator: A100-80GB, interconnect: {inter_node_gbps_per_gpu: "
+        "200}}\n",
+    )
+    calibration = Path(__file__).parent / "data" / "calibration" / "bloom-176b.yaml"
+    policies = load_policies([])
+    read_back = check_file(str(source), None, policies)
+    by_hand = check_file(str(calibration), None, policies)
+    assert read_back.outcome is not None and by_hand.outcome is not None
+    facts = ("proposal.stage_memory_gb", "proposal.memory_low_gb", "proposal.memory_high_gb")
+    # (the script's shape implies 176.25B parameters, the manifest declares the published 176.2B)
+    assert [read_back.outcome.facts[f] for f in facts] == pytest.approx(
+        [by_hand.outcome.facts[f] for f in facts], rel=1e-3
+    )
+
+
+@pytest.mark.parametrize(
+    "flags, flash",
+    [("--deepspeed", False), ("--deepspeed --use-flash-attn-v2", None), ("", None)],
+)
+def test_megatron_deepspeed_attention_keeps_its_scores_unless_a_flash_flag_says(
+    tmp_path: Path, flags: str, flash: bool | None
+) -> None:
+    text = f"torchrun pretrain_gpt.py --bf16 --num-layers 24 {flags}\n"
+    assert (
+        read(write(tmp_path, "train.sh", text), "megatron").values.get("training.flash_attention")
+        == flash
+    )

@@ -45,6 +45,8 @@ ALIASES = {
     "padded_vocab_size": "vocab_size",
     "max_position_embeddings_seq": "seq_length",
     "fp8_params": "fp8_param_gather",  # NeMo 1: weights created in FP8 (te.fp8_model_init)
+    "pad_vocab_size_to": "vocab_size",  # Megatron-DeepSpeed (BLOOM)
+    "checkpoint_num_layers": "recompute_num_layers",  # Megatron-LM before 2.6, -DeepSpeed
 }
 
 # Arguments that take several values (argparse nargs="+").
@@ -128,6 +130,11 @@ KNOWN = frozenset(
         "deepspeed",
         "no_pipeline_parallel",
         "moe_layer_recompute",
+        "checkpoint_activations",
+        "pp_partition_method",
+        "zero_stage",
+        "use_flash_attn_v1",
+        "use_flash_attn_v2",
     ]
 )
 
@@ -223,7 +230,7 @@ def _int(arg: Arg | None, key: str, notes: list[Note]) -> int | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     text = str(value).strip()
-    if re.fullmatch(r"-?[0-9]+", text):
+    if re.fullmatch(r"-?[0-9]+(_[0-9]+)*", text):  # argparse's int() takes 220_000_000
         return int(text)
     notes.append(Note(arg.origin, "F002", f"{flag(key)} is {text!r}, not a whole number"))
     return None
@@ -331,6 +338,9 @@ _SWITCHES = frozenset(
         "deepspeed",
         "no_pipeline_parallel",
         "moe_layer_recompute",
+        "checkpoint_activations",
+        "use_flash_attn_v1",
+        "use_flash_attn_v2",
     }
 )
 
@@ -388,6 +398,12 @@ def to_manifest(
     ):
         if _true(args.get(flag)):
             b.set(f"parallelism.{field}", True, flag)
+    partition = args.get("pp_partition_method")
+    if partition is not None and "embedding" in str(partition.value).lower():
+        # Megatron-DeepSpeed's 'type:transformer|embedding' balances transformer layers and the
+        # (tied) embeddings over the stages: the first and last hold one layer fewer (BLOOM)
+        for field in ("account_for_embedding", "account_for_loss"):
+            b.set(f"parallelism.{field}", True, "pp_partition_method")
 
     experts = g("num_experts")
     moe = (experts or 0) > 1
@@ -485,6 +501,11 @@ def to_manifest(
             )
     elif _true(args.get("recompute_activations")):  # arguments.py: granularity selective
         b.set("training.activation_recompute", "selective", "recompute_activations")
+    elif _true(args.get("checkpoint_activations")):
+        # Megatron-LM before 2.6 and Megatron-DeepSpeed: every layer checkpointed, in chunks of
+        # --checkpoint-num-layers (default 1)
+        b.set("training.activation_recompute", "full", "checkpoint_activations")
+        _full_recompute(b, args)
     elif fmt in ("megatron", "flagscale"):
         b.set("training.activation_recompute", "none", "num_layers")
     if (
@@ -495,6 +516,19 @@ def to_manifest(
         # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine (pretrain_gpt.py builds
         # GPTModelPipe unless --no-pipeline-parallel), which keeps in-flight stage outputs
         b.set("training.pipeline_parallel_impl", "deepspeed", "deepspeed")
+        zero = b.int("zero_stage")
+        if b.values.get("training.precision") == "bf16" and not zero:
+            # bf16 at ZeRO 0 under the pipeline engine runs DeepSpeed's BF16_Optimizer (engine
+            # _do_optimizer_sanity_check; BLOOM's script: "bf16 must use z0! it implements its
+            # own zero stage 1 equivalent"): optimizer states sharded over data parallelism,
+            # the bf16 gradients kept beside its fp32 buffer
+            b.set("training.zero_stage", 1, "zero_stage", "deepspeed")
+            b.set("training.bf16_grads_kept", True, "zero_stage", "deepspeed")
+    if _true(args.get("deepspeed")) and not any(
+        _true(args.get(k)) for k in ("use_flash_attn", "use_flash_attn_v1", "use_flash_attn_v2")
+    ):
+        # Megatron-DeepSpeed's attention materialises the scores unless a flash flag asks
+        b.set("training.flash_attention", False, "deepspeed")
     modules = args.get("recompute_modules")
     if modules is not None and isinstance(modules.value, list):
         b.set("training.recompute_modules", list(modules.value), "recompute_modules")
@@ -510,8 +544,13 @@ def to_manifest(
             [*listed, "moe"] if "moe" not in listed else listed,
             "moe_layer_recompute",
         )
-    if _true(args.get("sequence_parallel")):
-        b.set("training.sequence_parallel", True, "sequence_parallel")
+    sp = args.get("sequence_parallel")
+    if sp is not None and sp.value is not None:
+        b.set("training.sequence_parallel", _true(sp), "sequence_parallel")
+    elif sp is None and (b.values.get("parallelism.tensor") or 1) > 1:
+        # off unless asked for (argparse's store_true, ModelParallelConfig's default): the
+        # manifest's own default (on with TP) is not Megatron's
+        b.set("training.sequence_parallel", False, "tensor_model_parallel_size")
     kernel = _dispatcher(args)
     if kernel is not None and moe:
         b.set(
