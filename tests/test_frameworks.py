@@ -1047,3 +1047,14 @@ def test_megatron_deepspeed_attention_keeps_its_scores_unless_a_flash_flag_says(
         read(write(tmp_path, "train.sh", text), "megatron").values.get("training.flash_attention")
         == flash
     )
+
+
+@pytest.mark.parametrize(
+    "mode, sp",
+    [("\n  tp_mode: REDUCE_SCATTER", True), ("\n  tp_mode: ALL_REDUCE", False), ("", False)],
+)
+def test_nanotron_sequence_parallel_follows_tp_mode(tmp_path: Path, mode: str, sp: bool) -> None:
+    """nanotron's tp_mode defaults to ALL_REDUCE, no sequence parallelism."""
+    text = f"parallelism:\n  dp: 2\n  pp: 1\n  tp: 4{mode}\n"
+    values = read(write(tmp_path, "config.yaml", text), "nanotron").values
+    assert values["training.sequence_parallel"] is sp

@@ -559,8 +559,13 @@ def _nanotron(doc: SourceDoc) -> Extract:
 
     if (doc.data.get("parallelism") or {}).get("recompute_layer") is True:
         put("training.activation_recompute", "full", ("parallelism", "recompute_layer"))
-    if str((doc.data.get("parallelism") or {}).get("tp_mode", "")).upper() == "REDUCE_SCATTER":
-        put("training.sequence_parallel", True, ("parallelism", "tp_mode"))
+    par = doc.data.get("parallelism")
+    par = par if isinstance(par, dict) else {}
+    mode = str(par.get("tp_mode") or "ALL_REDUCE").upper()
+    if mode in ("ALL_REDUCE", "REDUCE_SCATTER") and (values.get("parallelism.tensor") or 1) > 1:
+        # nanotron's ParallelismArgs: tp_mode defaults to ALL_REDUCE (no sequence parallelism)
+        at = ("parallelism", "tp_mode" if "tp_mode" in par else "tp")
+        put("training.sequence_parallel", mode == "REDUCE_SCATTER", at)
     zero = (doc.data.get("optimizer") or {}).get("zero_stage")
     if isinstance(zero, int) and not isinstance(zero, bool):
         put("training.zero_stage", zero, ("optimizer", "zero_stage"))
