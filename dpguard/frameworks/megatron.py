@@ -85,6 +85,16 @@ _INTEGERS = [
     "decoder_first_pipeline_num_layers",
     "decoder_last_pipeline_num_layers",
 ]
+# Switches of Megatron-DeepSpeed launches and old spellings: known (read) and never followed
+# by a value
+_LAUNCH_SWITCHES = (
+    "deepspeed",
+    "no_pipeline_parallel",
+    "moe_layer_recompute",
+    "checkpoint_activations",
+    "use_flash_attn_v1",
+    "use_flash_attn_v2",
+)
 KNOWN = frozenset(
     [
         *_INTEGERS,
@@ -127,14 +137,9 @@ KNOWN = frozenset(
         "data_parallel_sharding_strategy",
         "fp8_param_gather",
         "disable_parameter_transpose_cache",
-        "deepspeed",
-        "no_pipeline_parallel",
-        "moe_layer_recompute",
-        "checkpoint_activations",
         "pp_partition_method",
         "zero_stage",
-        "use_flash_attn_v1",
-        "use_flash_attn_v2",
+        *_LAUNCH_SWITCHES,
     ]
 )
 
@@ -335,12 +340,7 @@ _SWITCHES = frozenset(
         "use_megatron_fsdp",
         "fp8_param_gather",
         "disable_parameter_transpose_cache",
-        "deepspeed",
-        "no_pipeline_parallel",
-        "moe_layer_recompute",
-        "checkpoint_activations",
-        "use_flash_attn_v1",
-        "use_flash_attn_v2",
+        *_LAUNCH_SWITCHES,
     }
 )
 

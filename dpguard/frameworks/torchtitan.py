@@ -314,9 +314,7 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
                 put("parallelism.virtual_stages", per_rank, per_stage_at or schedule_at)
             stage_count = pp * per_rank
             if layers:
-                split, split_at = _split(
-                    find, layers, pp * per_rank, weights, "experimental" in data
-                )
+                split, split_at = _split(find, layers, stage_count, weights, "experimental" in data)
                 put(
                     "parallelism.stage_layers",
                     split,
