@@ -586,7 +586,8 @@ class RankMemory(NamedTuple):
     optimizer: float
     replica: float
     activations: float
-    other: float  # logits, FSDP gather buffers, pipeline runtime buffers, runtime overhead
+    other: float  # logits, FSDP gather and gradient-reduction buffers, pipeline runtime
+    # buffers, runtime overhead
     inflight: int
     layers: int
     parameters: float  # parameters this GPU holds, both copies under DualPipe (before ZeRO-3)
@@ -753,6 +754,12 @@ def estimate(
     # per stage once: a rank sums over the stages it holds (the planner sizes hundreds of
     # layouts of up to 64 ranks, so the per-rank loop is what it pays for)
     stage_acts = [stage_act(layers) for layers in stages]
+    if arch.dropout:
+        # The embedding runs outside the recomputed blocks (Megatron-core's
+        # LanguageModelEmbedding, DeepSpeed PipelineModule._is_checkpointable): its dropout
+        # keeps a 1 B mask per element for each micro-batch in flight (Megatron-LM
+        # theoretical_memory_usage.py, 'Dropout in embedding layer').
+        stage_acts[0] += tokens * arch.hidden_size / (parallel.tensor if parallel.sp else 1)
 
     gather = 0.0
     if training.zero_stage >= 3:
@@ -803,13 +810,34 @@ def estimate(
         buffers = boundary * _runtime_buffers(
             training.pipeline_impl, held, last_stage, units, pipeline.microbatches
         )
-        other = overhead + gather + loss + buffers
+        if training.pipeline_impl == "deepspeed":
+            # with TP the engine keeps only this rank's 1/TP slice of each output (the full
+            # tensor's storage is dropped once partitioned: pipe/engine.py PartitionedTensor)
+            buffers /= parallel.tensor
+        reduce_copy = 0.0
+        if training.pipeline_impl == "deepspeed" and training.bf16_grads_kept:
+            # DeepSpeed 0.6.2-0.14.0's pipeline engine all-reduces BF16_Optimizer's flat fp32
+            # gradients through a bf16 copy of the whole buffer (pipe/engine.py
+            # _bf16_reduce_grads -> engine.py allreduce_bucket, communication_data_type bf16):
+            # 2 B per parameter after the last backward pass. No activation segment is that
+            # large, so the caching allocator maps a new one and keeps it reserved beside the
+            # activations' (what nvidia-smi and max_memory_reserved show); under memory pressure
+            # it frees the cache first, so only the larger of the two phases is certain.
+            reduce_copy = 2.0 * params
+        other = overhead + gather + loss + buffers + reduce_copy
         state_total = w + g + o + replica
         # the loss's logits and the runtime's buffers are activations too, and as uncertain:
         # they take their band
         transient = activations + loss + buffers
         low = state_total * (1 - s_lo) + transient * (1 - a_lo) + gather + overhead / 2
-        high = state_total * (1 + s_hi) + transient * (1 + a_hi) + gather + 2 * overhead
+        if reduce_copy:
+            low = max(low, (state_total + reduce_copy) * (1 - s_lo) + overhead / 2)
+        high = (
+            (state_total + reduce_copy) * (1 + s_hi)
+            + transient * (1 + a_hi)
+            + gather
+            + 2 * overhead
+        )
         inflight = pipeline.inflight[r]
         ranks.append(
             RankMemory(
@@ -887,6 +915,11 @@ def _assumptions(
             _RUNTIME_NOTES[training.pipeline_impl].format(m=pipe.microbatches)
             if pipe.ranks > 1
             else ""
+        )
+        + (
+            ", the gradients' all-reduce through a bf16 copy of them (DeepSpeed BF16_Optimizer)"
+            if training.pipeline_impl == "deepspeed" and training.bf16_grads_kept
+            else ""
         ),
     )
 
@@ -895,7 +928,8 @@ _RUNTIME_NOTES = {
     "megatron": "",
     "torch": ", receive buffers for all {m} micro-batches and the last stage keeps all their "
     "logits (torch pipelining)",
-    "deepspeed": ", in-flight stage outputs kept until their backward pass (DeepSpeed)",
+    "deepspeed": ", in-flight stage outputs (1/TP of each) kept until their backward pass "
+    "(DeepSpeed)",
 }
 
 

@@ -27,10 +27,6 @@ FILES = sorted(CALIBRATION.glob("*.yaml"))
 
 # Measured runs the model misses (central outside +-15 %, or the measurement outside the band).
 KNOWN_MISSES = {
-    # -19 %: nvidia-smi counts the allocator's cache, the 2022 CUDA context and NCCL's buffers;
-    # the micro-batch 4 sibling says ~4 GiB of activations are short too (DeepSpeed's BF16
-    # optimizer gradients and pipeline buffers are priced).
-    "bloom-176b": "nvidia-smi reading, not allocated memory",
     # Max reserved; 15 GiB above the estimate. FSDP2 under pipeline parallelism (gathered bf16
     # weights, fp32 accumulated gradients and the logits torch's pipelining keeps are priced)
     # leaves something unexplained: the same run interleaved reads 10 GiB less (the model: 7
@@ -41,6 +37,12 @@ KNOWN_MISSES = {
     # at that length adds is not modelled.
     "torchtitan-llama31-405b-4d-cp8": "context-parallel attention at 262k tokens not modelled",
 }
+
+# Known-bad runs the model does not flag. BLOOM's 206B test (seven 14336-wide layers per stage
+# where the 176B run at 59 GB had six) ran out of memory where the model, 10 % short on every
+# measured sibling, prices 61.7 GiB (band 48.6-72.1) of 75.2: one more layer per stage adds
+# states of 5.4 GiB and activations of about 1 GiB, so no sibling's error reaches 80 GB.
+UNFLAGGED_OOMS = {"bigscience-206b-dp8-tp4-pp12-mbs2": "OOM not explained by the siblings"}
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +66,10 @@ def test_known_good_runs_get_no_error_and_known_bad_runs_are_flagged(path, polic
         assert errors == []
     else:
         assert status == "known-bad"
-        assert memory, result.outcome.facts["proposal.memory_verdict"]
+        flagged = bool(memory)
+        assert flagged != (path.stem in UNFLAGGED_OOMS), result.outcome.facts[
+            "proposal.memory_verdict"
+        ]
 
 
 def _measured_rows(policies):

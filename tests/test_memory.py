@@ -191,6 +191,26 @@ def test_offload_keeps_two_micro_batches_and_full_recompute_keeps_layer_inputs()
     assert full.activations == pytest.approx(4 * 31 * per_input + working - per_input)
 
 
+def test_the_embedding_dropout_mask_stays_on_the_first_stage_under_full_recompute():
+    """The embedding is outside the recomputed blocks: with dropout (GeLU, GPT-style) each
+    micro-batch in flight keeps its 1 B mask on stage 0, sequence-sharded under SP; a
+    Llama-style block trains without dropout and keeps nothing there."""
+    layout = PipelineLayout(4, 4, (0, 1, 2, 3), (4, 3, 2, 1))
+    full = TrainingSetup(activation_recompute="full")
+    for par, mask in (
+        (ParallelDegrees(8, 4, 1), 2048 * 6144 / 8),
+        (ParallelDegrees(1, 4, 1), 2048 * 6144),
+    ):
+        gpt = estimate(GPT22B, par, full, layout).ranks
+        per_input = 2.0 * 2048 * 6144 / (par.tensor if par.sp else 1)
+        assert gpt[0].activations - gpt[1].activations == pytest.approx(
+            4 * (12 * per_input + mask) - 3 * 12 * per_input
+        )
+    llama = estimate(LLAMA405, ParallelDegrees(8, 4, 1), full, layout).ranks
+    per_input = 2.0 * 8192 * 16384 / 8
+    assert llama[0].activations - llama[2].activations == pytest.approx(2 * 31 * per_input)
+
+
 def test_verdicts():
     e = _dsv3_estimate()
     w = e.worst
@@ -291,15 +311,50 @@ def test_torch_pipelining_keeps_every_micro_batch_s_logits_and_receive_buffers()
 
 def test_deepspeed_pipeline_keeps_the_in_flight_stage_outputs():
     """DeepSpeed's PipelineEngine keeps each in-flight micro-batch's stage output until its
-    backward pass: one boundary tensor per micro-batch in flight on every rank but the last."""
+    backward pass, on every rank but the last: partitioned over TP when TP > 1 (its 1/TP slice,
+    sequence-parallel or not), whole without TP."""
     layout = pipeline_layout("1f1b", 8, 1, inflight("1f1b", 8, 8))._replace(microbatches=32)
-    par = ParallelDegrees(8, 8, 8)
     base = TrainingSetup(activation_recompute="full", micro_batch_size=4)
-    megatron = estimate(LLAMA405, par, base, layout).ranks
-    deepspeed = estimate(LLAMA405, par, replace(base, pipeline_impl="deepspeed"), layout).ranks
-    boundary = 2.0 * 4 * 8192 * 16384 / 8
-    extra = [d.other - m.other for d, m in zip(deepspeed, megatron, strict=True)]
-    assert extra == pytest.approx([(8 - r) * boundary for r in range(7)] + [0.0])
+    for par, boundary in (
+        (ParallelDegrees(8, 8, 8), 2.0 * 4 * 8192 * 16384 / 8 / 8),
+        (ParallelDegrees(8, 8, 8, sequence_parallel=False), 2.0 * 4 * 8192 * 16384 / 8),
+        (ParallelDegrees(1, 8, 8), 2.0 * 4 * 8192 * 16384),
+    ):
+        megatron = estimate(LLAMA405, par, base, layout).ranks
+        deepspeed = estimate(LLAMA405, par, replace(base, pipeline_impl="deepspeed"), layout)
+        extra = [d.other - m.other for d, m in zip(deepspeed.ranks, megatron, strict=True)]
+        assert extra == pytest.approx([(8 - r) * boundary for r in range(7)] + [0.0])
+
+
+def test_deepspeed_bf16_optimizer_reduces_gradients_through_a_bf16_copy():
+    """DeepSpeed's pipeline engine all-reduces BF16_Optimizer's fp32 gradients through a bf16
+    copy of the whole buffer, 2 B per parameter of the rank, after the last backward pass: the
+    allocator keeps that segment beside the activations' (central and high count it), and
+    only the larger phase is certain (the low bound). BLOOM's layout: at micro-batch 2 the
+    step is every rank's larger phase; at 4 the activations are on the first seven ranks (12
+    down to 6 micro-batches in flight)."""
+    layout = pipeline_layout("1f1b", 12, 1, inflight("1f1b", 12, 12))._replace(microbatches=128)
+    par = ParallelDegrees(4, 12, 8, sequence_parallel=False)
+    gpt = Architecture(176e9, 70, 14336, 112, 2048, 250_880)
+    for mbs, activation_phase in ((2, []), (4, list(range(7)))):
+        ds = TrainingSetup(
+            activation_recompute="full",
+            micro_batch_size=mbs,
+            flash_attention=False,
+            pipeline_impl="deepspeed",
+        )
+        plain = estimate(gpt, par, ds, layout).ranks
+        bf16 = estimate(gpt, par, replace(ds, bf16_grads_kept=True), layout).ranks
+        certain_at_step = []
+        for p, b in zip(plain, bf16, strict=True):
+            copy = 2.0 * b.parameters
+            assert b.gradients - p.gradients == pytest.approx(copy)  # the kept bf16 .grad
+            assert b.other - p.other == pytest.approx(copy)
+            assert b.high - p.high == pytest.approx(2 * copy * 1.05)
+            step = (b.states + copy) * 0.97 + 1.5 * GIB / 2
+            assert b.low == pytest.approx(max(p.low + copy * 0.97, step))
+            certain_at_step.append(b.low == pytest.approx(step))
+        assert [r for r, s in enumerate(certain_at_step) if not s] == activation_phase
 
 
 def test_transformer_engine_keeps_an_fp8_copy_of_bf16_weights_for_the_step():

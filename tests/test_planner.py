@@ -323,8 +323,8 @@ def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, ca
         "zb1p was not possible at any P up to 64 (the policy's max_pipeline): P = 2, T = 4: "
         "988.6 GiB per GPU is over 37.4 GiB",
         "at the closest layout (P = 2, T = 4, full recompute) the worst rank after one more "
-        "change, against 37.4 GiB usable: activation_storage: fp8 -> 863.2 GiB; "
-        "gpus: 16 -> 579.1 GiB",
+        "change, against 37.4 GiB usable: activation_storage: fp8 -> 863.3 GiB; "
+        "gpus: 16 -> 579.2 GiB",
     )
     code, out, err = run(capsys, str(path))
     assert (code, err) == (1, "")
@@ -372,7 +372,7 @@ def test_dualpipev_never_plans_more_stages_than_layers(tmp_path, policies):
     assert (plan.schedule, plan.pipeline, plan.microbatches) == ("zb1p", 8, 64)
     assert plan.notes == (
         "dualpipev was not possible at any P up to 6 (12 layers, 2 stages per rank): P = 4, "
-        "T = 1: 51.0 GiB per GPU is over 37.4 GiB",
+        "T = 1: 51.1 GiB per GPU is over 37.4 GiB",
         "no layout keeps the worst rank within 90% of the usable memory (33.7 GiB); this one "
         "needs 33.7 of 37.4 GiB",
     )
@@ -388,7 +388,7 @@ def test_an_infeasible_note_quotes_the_stage_closest_to_fitting(tmp_path, polici
     assert plan.status == "infeasible"
     assert plan.notes == (
         "dualpipev was not possible at any P up to 6 (12 layers, 2 stages per rank): P = 4, "
-        "T = 1: 93.2 GiB per GPU is over 37.4 GiB",
+        "T = 1: 93.4 GiB per GPU is over 37.4 GiB",
         "zb1p was not possible at any P up to 12 (12 layers, 1 stage per rank): P = 8, T = 1: "
         "62.1 GiB per GPU is over 37.4 GiB",
         "at the closest layout (P = 8, T = 1, full recompute) the worst rank after one more "
@@ -657,14 +657,16 @@ def test_memory_model_hand_worked(tmp_path, policies):
                  + 2 routed copies x (input 2h + fc1 out 2w + fc2 in 2w) = 9h + 64 + 8w
       = 22h + 128 + 8w = 106,219.15625 B/token x 4096                 =    435,073,664
       less the input 2h x 4096                                        =    418,296,448
-      3 x 8 x 16,777,216 + 418,296,448                                =    820,949,632
+    The embedding runs outside the recomputed layers: its dropout mask, h x 4096 = 8,388,608 B
+    per micro-batch, is on stage 0 only, so rank 0's chunks carry half of it on average:
+      3 x 8 x 16,777,216 + 418,296,448 + 3 x 8,388,608 / 2             =    833,532,544
     Other: fp32 logits on the stage with the output layer, 4 s v = 4 x 4096 x 32768 =
     536,870,912, plus the 1.5 GiB runtime overhead 1,610,612,736     =  2,147,483,648
-    Total = 2 x 10,027,819,008 + 820,949,632 + 2,147,483,648 = 23,024,071,296 B = 21.44 GiB,
+    Total = 2 x 10,027,819,008 + 833,532,544 + 2,147,483,648 = 23,036,654,208 B = 21.45 GiB,
     within 37.42 GiB. Band: states -3 %/+5 %, activations and logits -40 %/+60 %, overhead
-    halved or doubled: low = 20,055,638,016 x 0.97 + (820,949,632 + 536,870,912) x 0.6
-    + 805,306,368 = 21,073,967,569.92; high = 20,055,638,016 x 1.05 + 1,357,820,544 x 1.6
-    + 3,221,225,472 = 26,452,158,259.2.
+    halved or doubled: low = 20,055,638,016 x 0.97 + (833,532,544 + 536,870,912) x 0.6
+    + 805,306,368 = 21,081,517,317.12; high = 20,055,638,016 x 1.05 + 1,370,403,456 x 1.6
+    + 3,221,225,472 = 26,472,290,918.4.
     """
     plan = plan_of(write(tmp_path, HAND_MOE), policies)
     assert (plan.schedule, plan.pipeline, plan.data_parallel, plan.microbatches) == (
@@ -681,23 +683,23 @@ def test_memory_model_hand_worked(tmp_path, policies):
         "gradients": 5_468_435_456,
         "optimizer": 1_825_165_824,
         "replication_extra": 10_027_819_008,
-        "activations": 820_949_632,
+        "activations": 833_532_544,
         "other": 2_147_483_648,
-        "total": 23_024_071_296,
+        "total": 23_036_654_208,
     }
     # The JSON rounds to whole bytes; the model's own values keep the fractions.
-    assert (low, high) == (21_073_967_570, 26_452_158_259)
-    assert plan.memory.worst.low == pytest.approx(21_073_967_569.92, rel=1e-12)
-    assert plan.memory.worst.high == pytest.approx(26_452_158_259.2, rel=1e-12)
+    assert (low, high) == (21_081_517_317, 26_472_290_918)
+    assert plan.memory.worst.low == pytest.approx(21_081_517_317.12, rel=1e-12)
+    assert plan.memory.worst.high == pytest.approx(26_472_290_918.4, rel=1e-12)
     worst = plan.memory.worst
     assert (worst.rank, worst.inflight, worst.layers) == (0, 3, 16)
-    assert [r.total for r in plan.memory.ranks] == [23_024_071_296] * 2
+    assert [r.total for r in plan.memory.ranks] == [23_036_654_208] * 2
     assert worst.parameters == 2 * 1_367_108_864  # both copies
     text = render_markdown(plan, policies)
     assert (
-        "| Memory per GPU (worst rank) | 21.4 GiB (band 19.6-24.6) of 37.4 GiB usable "
+        "| Memory per GPU (worst rank) | 21.5 GiB (band 19.6-24.7) of 37.4 GiB usable "
         "(39.39 GiB less 5% headroom); rank 0: weights 2.55 + gradients 5.09 + optimizer 1.7 + "
-        "second copy 9.34 + activations 0.76 (3 in flight) + other 2.0 GiB"
+        "second copy 9.34 + activations 0.78 (3 in flight) + other 2.0 GiB"
     ) in text
     assert (
         "| DualPipe replication | +9.3 GiB per GPU for the second parameter copy; fits. 2.73B "
@@ -709,13 +711,14 @@ def test_memory_model_zero1_over_dp_without_dualpipe(tmp_path, policies):
     """The same model with an NCCL all-to-all: RF002 -> Zero Bubble, one parameter copy per
     rank, the same 10,027,819,008 B of states on both. zb1p at P = 2 holds min(M, P - r)
     chunks: 2 on rank 0, 1 on rank 1 (as 1F1B). Rank 0: 2 x 8 x 16,777,216 + the recomputed
-    layer 418,296,448 = 686,731,904 B of activations and the 1.5 GiB overhead: 12,325,163,648.
+    layer 418,296,448 + 2 embedding dropout masks of 8,388,608 = 703,509,120 B of activations
+    and the 1.5 GiB overhead: 12,341,940,864.
     Rank 1, with the output layer: 8 x 16,777,216 + 418,296,448 = 552,514,176 of activations,
     and the fp32 logits 536,870,912 next to the overhead (other 2,147,483,648):
     12,727,816,832, the worst rank."""
     plan = plan_of(write(tmp_path, HAND_MOE.replace("deepep", "nccl")), policies)
     assert (plan.schedule, plan.pipeline) == ("zb1p", 2)
-    assert [r.total for r in plan.memory.ranks] == [12_325_163_648, 12_727_816_832]
+    assert [r.total for r in plan.memory.ranks] == [12_341_940_864, 12_727_816_832]
     assert plan.memory.worst.rank == 1
     memory = plan_dict(plan, policies)["memory_bytes"]
     assert memory["replication_extra"] == 0
