@@ -1036,6 +1036,23 @@ def test_megatron_deepspeed_reads_as_its_frameworks_ran(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "flags, zero, kept",
+    [
+        ("--deepspeed --zero-stage 0", 1, True),  # BF16_Optimizer
+        ("--deepspeed --zero-stage=1", 1, None),
+        ("--deepspeed --zero-stage 2 --no-pipeline-parallel", 2, None),
+        ("--zero-stage 1", 0, None),  # Megatron-LM ignores it: no distributed optimizer
+    ],
+)
+def test_megatron_deepspeed_zero_stage_is_deepspeeds(
+    tmp_path: Path, flags: str, zero: int, kept: bool | None
+) -> None:
+    text = f"torchrun pretrain_gpt.py --bf16 --num-layers 24 --pipeline-model-parallel-size 2 {flags}\n"
+    values = read(write(tmp_path, "train.sh", text), "megatron").values
+    assert (values["training.zero_stage"], values.get("training.bf16_grads_kept")) == (zero, kept)
+
+
+@pytest.mark.parametrize(
     "flags, flash",
     [("--deepspeed", False), ("--deepspeed --use-flash-attn-v2", None), ("", None)],
 )

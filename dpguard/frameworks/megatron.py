@@ -508,6 +508,11 @@ def to_manifest(
         _full_recompute(b, args)
     elif fmt in ("megatron", "flagscale"):
         b.set("training.activation_recompute", "none", "num_layers")
+    if _true(args.get("deepspeed")) and b.int("zero_stage"):
+        # Megatron-DeepSpeed hands the optimizer to DeepSpeed, whose ZeRO stage the launch
+        # passes as --zero-stage (scripts fill the JSON's zero_optimization.stage from the same
+        # variable); without --deepspeed the flag is unused
+        b.set("training.zero_stage", b.int("zero_stage"), "zero_stage", "deepspeed")
     if (
         _true(args.get("deepspeed"))
         and not _true(args.get("no_pipeline_parallel"))
