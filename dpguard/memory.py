@@ -761,6 +761,13 @@ def estimate(
         # theoretical_memory_usage.py, 'Dropout in embedding layer').
         stage_acts[0] += tokens * arch.hidden_size / (parallel.tensor if parallel.sp else 1)
 
+    # DeepSpeed 0.6.2-0.14.0's pipeline engine all-reduces BF16_Optimizer's flat fp32 gradients
+    # through a bf16 copy of the whole buffer (pipe/engine.py _bf16_reduce_grads -> engine.py
+    # allreduce_bucket, communication_data_type bf16): 2 B per parameter after the last backward
+    # pass. No activation segment is that large, so the caching allocator maps a new one and
+    # keeps it reserved beside the activations' (what nvidia-smi and max_memory_reserved show);
+    # under memory pressure it frees its cache first, so only the larger phase is certain.
+    reduce_copy_bytes = 2.0 if _bf16_pipe_reduce(training, pipeline.ranks) else 0.0
     gather = 0.0
     if training.zero_stage >= 3:
         # FSDP's per-layer collectives (one layer's parameters, / TP; torch FSDP2
@@ -814,16 +821,7 @@ def estimate(
             # with TP the engine keeps only this rank's 1/TP slice of each output (the full
             # tensor's storage is dropped once partitioned: pipe/engine.py PartitionedTensor)
             buffers /= parallel.tensor
-        reduce_copy = 0.0
-        if training.pipeline_impl == "deepspeed" and training.bf16_grads_kept:
-            # DeepSpeed 0.6.2-0.14.0's pipeline engine all-reduces BF16_Optimizer's flat fp32
-            # gradients through a bf16 copy of the whole buffer (pipe/engine.py
-            # _bf16_reduce_grads -> engine.py allreduce_bucket, communication_data_type bf16):
-            # 2 B per parameter after the last backward pass. No activation segment is that
-            # large, so the caching allocator maps a new one and keeps it reserved beside the
-            # activations' (what nvidia-smi and max_memory_reserved show); under memory pressure
-            # it frees the cache first, so only the larger of the two phases is certain.
-            reduce_copy = 2.0 * params
+        reduce_copy = reduce_copy_bytes * params
         other = overhead + gather + loss + buffers + reduce_copy
         state_total = w + g + o + replica
         # the loss's logits and the runtime's buffers are activations too, and as uncertain:
@@ -918,10 +916,15 @@ def _assumptions(
         )
         + (
             ", the gradients' all-reduce through a bf16 copy of them (DeepSpeed BF16_Optimizer)"
-            if training.pipeline_impl == "deepspeed" and training.bf16_grads_kept
+            if _bf16_pipe_reduce(training, pipe.ranks)
             else ""
         ),
     )
+
+
+def _bf16_pipe_reduce(training: TrainingSetup, ranks: int) -> bool:
+    """DeepSpeed's pipeline engine reducing BF16_Optimizer's gradients (see `estimate`)."""
+    return training.pipeline_impl == "deepspeed" and training.bf16_grads_kept and ranks > 1
 
 
 _RUNTIME_NOTES = {
