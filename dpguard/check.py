@@ -158,6 +158,7 @@ def planned_facts(plan: Plan, outcome: Outcome, policies: Policies) -> dict[str,
         "plan.proposal_recommended": None,
         "plan.recommended_bubble": None,
         "plan.recommended_gpu_hours": None,
+        "plan.recommended_saving_gpu_hours": None,
     }
     p = plan.manifest.parallelism
     proposed = p.schedule if p is not None else None
@@ -173,7 +174,9 @@ def planned_facts(plan: Plan, outcome: Outcome, policies: Policies) -> dict[str,
         if result is not None:
             bubble = result.fraction
             facts["plan.recommended_bubble"] = bubble
-            facts["plan.recommended_gpu_hours"] = sizing.gpu_hours(
-                plan.manifest, bubble, policies.settings
-            )
+            hours = sizing.gpu_hours(plan.manifest, bubble, policies.settings)
+            facts["plan.recommended_gpu_hours"] = hours
+            proposed_hours = outcome.facts.get("proposal.gpu_hours")
+            if proposed_hours is not None and hours is not None:
+                facts["plan.recommended_saving_gpu_hours"] = proposed_hours - hours
     return facts

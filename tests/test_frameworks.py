@@ -1047,7 +1047,7 @@ def test_megatron_deepspeed_reads_as_its_frameworks_ran(tmp_path: Path) -> None:
 def test_megatron_deepspeed_zero_stage_is_deepspeeds(
     tmp_path: Path, flags: str, zero: int, kept: bool | None
 ) -> None:
-    text = f"torchrun pretrain_gpt.py --bf16 --num-layers 24 --pipeline-model-parallel-size 2 {flags}\n"
+    text = f"torchrun pretrain_gpt.py --bf16 --pipeline-model-parallel-size 2 {flags}\n"
     values = read(write(tmp_path, "train.sh", text), "megatron").values
     assert (values["training.zero_stage"], values.get("training.bf16_grads_kept")) == (zero, kept)
 

@@ -44,6 +44,10 @@ _DERIVED: dict[str, Range] = {
     "framework.layers_dropped": _NON_NEGATIVE,
     "policy.memory_headroom": (0.0, 0.9),
     "policy.usable_memory_gb": _NON_NEGATIVE,
+    "plan.recommended_saving_gpu_hours": (
+        -math.inf,
+        math.inf,
+    ),  # negative: the proposal's is cheaper
 }
 
 

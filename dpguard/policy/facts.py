@@ -347,6 +347,13 @@ _SPECS = (
         anchor="parallelism.schedule",
     ),
     _f(
+        "plan.recommended_saving_gpu_hours",
+        "number",
+        "GPU-hours the recommended schedule saves over the proposal's at its P and M (negative: "
+        "the proposal's costs fewer; unset when either cannot be computed)",
+        anchor="parallelism.schedule",
+    ),
+    _f(
         "proposal.refused",
         "bool",
         "a refusal refused the proposed schedule (its error says so; unset: nothing proposed)",
@@ -581,6 +588,7 @@ PLANNED = frozenset(
         "plan.proposal_recommended",
         "plan.recommended_bubble",
         "plan.recommended_gpu_hours",
+        "plan.recommended_saving_gpu_hours",
     }
 )
 
