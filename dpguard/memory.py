@@ -860,8 +860,11 @@ def _runtime_buffers(
         # torch.distributed.pipelining allocates one receive buffer per micro-batch for each
         # non-first stage's input (stage.py _prepare_forward_infra) and each non-last stage's
         # output gradient (_create_grad_recv_info), kept for the whole run; those of the
-        # micro-batches in flight are the stage inputs the activations already count
-        return max(microbatches * (later + earlier) - units * later / len(held), 0.0)
+        # micro-batches in flight are the stage inputs the activations already count. A
+        # non-last stage also keeps each in-flight micro-batch's output in its fwd_cache until
+        # that micro-batch's backward (forward_one_chunk; nothing frees it once sent).
+        buffers = microbatches * (later + earlier) - units * later / len(held)
+        return max(buffers, 0.0) + units * earlier / len(held)
     # DeepSpeed's PipelineEngine keeps every in-flight micro-batch's stage output until its
     # backward pass (runtime/pipe/engine.py pipe_buffers['outputs'], freed in
     # _exec_backward_pass)
@@ -929,8 +932,8 @@ def _bf16_pipe_reduce(training: TrainingSetup, ranks: int) -> bool:
 
 _RUNTIME_NOTES = {
     "megatron": "",
-    "torch": ", receive buffers for all {m} micro-batches and the last stage keeps all their "
-    "logits (torch pipelining)",
+    "torch": ", receive buffers for all {m} micro-batches, in-flight stage outputs kept until "
+    "their backward pass and the last stage keeps all {m} logits (torch pipelining)",
     "deepspeed": ", in-flight stage outputs (1/TP of each) kept until their backward pass "
     "(DeepSpeed)",
 }

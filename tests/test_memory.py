@@ -297,12 +297,13 @@ def test_torch_pipelining_keeps_every_micro_batch_s_logits_and_receive_buffers()
     boundary = 2.0 * tokens * 16384 / 8  # one micro-batch's stage input, sequence-parallel
     assert kept / GIB == pytest.approx(7.83, abs=0.01)
     assert boundary / GIB == 0.125
-    # rank 0: 8 output-gradient buffers; rank r (1 .. 6): 8 input buffers less its 8 - r in
-    # flight, and 8 gradient buffers; the last rank: 7 input buffers beyond its one in flight
+    # rank 0: 8 output-gradient buffers and its 8 in-flight outputs; rank r (1 .. 6): 8 input
+    # buffers less its 8 - r in flight, 8 gradient buffers and its 8 - r outputs; the last
+    # rank: 7 input buffers beyond its one in flight
     extra = [t.other - m.other for t, m in zip(torch, megatron, strict=True)]
-    assert extra[0] == pytest.approx(8 * boundary)
+    assert extra[0] == pytest.approx((8 + 8) * boundary)
     for r in range(1, 7):
-        assert extra[r] == pytest.approx((8 - (8 - r) + 8) * boundary)
+        assert extra[r] == pytest.approx((8 - (8 - r) + 8 + (8 - r)) * boundary)
     assert extra[-1] == pytest.approx(kept + 7 * boundary)
     # the logits and the buffers are transient tensors: they widen the band as activations do
     assert torch[-1].high - megatron[-1].high == pytest.approx(extra[-1] * 1.6)
