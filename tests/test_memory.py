@@ -358,10 +358,10 @@ def test_deepspeed_bf16_optimizer_reduces_gradients_through_a_bf16_copy():
         assert [r for r, s in enumerate(certain_at_step) if not s] == activation_phase
     # without pipeline parallelism DeepSpeed's plain engine reduces the bf16 gradients in
     # 500M-element buckets instead: no copy of the whole buffer
-    alone = PipelineLayout(1, 1, (0,), (1,))
+    alone, one = PipelineLayout(1, 1, (0,), (1,)), ParallelDegrees(4, 1, 96)
     ds = TrainingSetup(activation_recompute="full", pipeline_impl="deepspeed")
-    plain = estimate(gpt, par, ds, alone).ranks[0]
-    bf16 = estimate(gpt, par, replace(ds, bf16_grads_kept=True), alone).ranks[0]
+    plain = estimate(gpt, one, ds, alone).ranks[0]
+    bf16 = estimate(gpt, one, replace(ds, bf16_grads_kept=True), alone).ranks[0]
     assert bf16.other == plain.other
 
 
