@@ -758,8 +758,8 @@ def estimate(
         # The embedding runs outside the recomputed blocks (Megatron-core's
         # LanguageModelEmbedding, DeepSpeed PipelineModule._is_checkpointable): its dropout
         # keeps a 1 B mask per element for each micro-batch in flight (Megatron-LM
-        # theoretical_memory_usage.py, 'Dropout in embedding layer').
-        stage_acts[0] += tokens * arch.hidden_size / (parallel.tensor if parallel.sp else 1)
+        # theoretical_memory_usage.py, 'Dropout in embedding layer'): half a bf16 boundary.
+        stage_acts[0] += boundary / 2
 
     # DeepSpeed 0.6.2-0.14.0's pipeline engine all-reduces BF16_Optimizer's flat fp32 gradients
     # through a bf16 copy of the whole buffer (pipe/engine.py _bf16_reduce_grads -> engine.py
@@ -815,12 +815,8 @@ def estimate(
             loss = logits
             activations += mtp_act  # MTP layers: one micro-batch on the last stage
         buffers = boundary * _runtime_buffers(
-            training.pipeline_impl, held, last_stage, units, pipeline.microbatches
+            training.pipeline_impl, held, last_stage, units, pipeline.microbatches, parallel.tensor
         )
-        if training.pipeline_impl == "deepspeed":
-            # with TP the engine keeps only this rank's 1/TP slice of each output (the full
-            # tensor's storage is dropped once partitioned: pipe/engine.py PartitionedTensor)
-            buffers /= parallel.tensor
         reduce_copy = reduce_copy_bytes * params
         other = overhead + gather + loss + buffers + reduce_copy
         state_total = w + g + o + replica
@@ -846,7 +842,12 @@ def estimate(
 
 
 def _runtime_buffers(
-    impl: PipelineImpl, held: Sequence[int], last: int, units: int, microbatches: int
+    impl: PipelineImpl,
+    held: Sequence[int],
+    last: int,
+    units: int,
+    microbatches: int,
+    tensor: int,
 ) -> float:
     """Stage inputs or outputs (one micro-batch each) a pipeline runtime keeps beyond the
     activations, for a rank holding stages `held` with `units` micro-batches in flight.
@@ -867,8 +868,9 @@ def _runtime_buffers(
         return max(buffers, 0.0) + units * earlier / len(held)
     # DeepSpeed's PipelineEngine keeps every in-flight micro-batch's stage output until its
     # backward pass (runtime/pipe/engine.py pipe_buffers['outputs'], freed in
-    # _exec_backward_pass)
-    return units * earlier / len(held)
+    # _exec_backward_pass); with TP only this rank's 1/TP slice of it (the whole tensor's
+    # storage is dropped once partitioned: PartitionedTensor)
+    return units * earlier / len(held) / tensor
 
 
 def _assumptions(
