@@ -508,20 +508,21 @@ def to_manifest(
         _full_recompute(b, args)
     elif fmt in ("megatron", "flagscale"):
         b.set("training.activation_recompute", "none", "num_layers")
-    if _true(args.get("deepspeed")) and b.int("zero_stage"):
+    deepspeed = _true(args.get("deepspeed"))
+    zero = b.int("zero_stage") if deepspeed else None
+    if zero:
         # Megatron-DeepSpeed hands the optimizer to DeepSpeed, whose ZeRO stage the launch
         # passes as --zero-stage (scripts fill the JSON's zero_optimization.stage from the same
         # variable); without --deepspeed the flag is unused
-        b.set("training.zero_stage", b.int("zero_stage"), "zero_stage", "deepspeed")
+        b.set("training.zero_stage", zero, "zero_stage", "deepspeed")
     if (
-        _true(args.get("deepspeed"))
+        deepspeed
         and not _true(args.get("no_pipeline_parallel"))
         and (b.values.get("parallelism.pipeline") or 1) > 1
     ):
         # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine (pretrain_gpt.py builds
         # GPTModelPipe unless --no-pipeline-parallel), which keeps in-flight stage outputs
         b.set("training.pipeline_parallel_impl", "deepspeed", "deepspeed")
-        zero = b.int("zero_stage")
         if b.values.get("training.precision") == "bf16" and not zero:
             # bf16 at ZeRO 0 under the pipeline engine runs DeepSpeed's BF16_Optimizer (engine
             # _do_optimizer_sanity_check; BLOOM's script: "bf16 must use z0! it implements its
@@ -529,7 +530,7 @@ def to_manifest(
             # the bf16 gradients kept beside its fp32 buffer
             b.set("training.zero_stage", 1, "zero_stage", "deepspeed")
             b.set("training.bf16_grads_kept", True, "zero_stage", "deepspeed")
-    if _true(args.get("deepspeed")) and not any(
+    if deepspeed and not any(
         _true(args.get(k)) for k in ("use_flash_attn", "use_flash_attn_v1", "use_flash_attn_v2")
     ):
         # Megatron-DeepSpeed's attention materialises the scores unless a flash flag asks
