@@ -678,13 +678,24 @@ def estimate(
     """Memory of one GPU of every pipeline rank (see the module docstring)."""
     layout = layer_params(arch)
     sharding = training
-    if training.zero_stage >= 3 and pipeline.ranks > 1:
+    fsdp_pipe = training.zero_stage >= 3 and pipeline.ranks > 1
+    if fsdp_pipe:
         # FSDP under pipeline parallelism keeps parameters gathered and gradients unsharded
         # across the micro-batches of a step (torchtitan's default reshard policy with PP;
         # DeepSpeed refuses ZeRO-3 with PP): only the optimizer stays sharded.
         sharding = replace(training, zero_stage=1)
-    per_dense = sharded_bytes(sharding, parallel.data * parallel.context)
+    dense_degree = parallel.data * parallel.context
+    per_dense = sharded_bytes(sharding, dense_degree)
     per_expert = sharded_bytes(sharding, parallel.expert_data)
+    # torch FSDP2 reduce-scatters into gradients it allocates on its reduce-scatter stream
+    # (_fsdp_collectives.py foreach_reduce), and the caching allocator hands a freed block
+    # only to the stream that allocated it (CUDACachingAllocator.cpp get_free_block): those
+    # blocks stay reserved beside the default stream's peak. Without PP they are the sharded
+    # gradients the states count; under PP the states hold the unsharded accumulators, and
+    # the sharded gradients (alive from the step's reduction to the next zero_grad) are
+    # reserved memory besides, never live at the backward peak.
+    side_dense = sharded_bytes(training, dense_degree).gradients if fsdp_pipe else 0.0
+    side_expert = sharded_bytes(training, parallel.expert_data).gradients if fsdp_pipe else 0.0
     stages = stage_layers(
         arch.layers, pipeline.stages, pipeline.lead, pipeline.tail, pipeline.counts
     )
@@ -716,8 +727,9 @@ def estimate(
     block = training.activation_recompute == "full" and training.recompute_method == "block"
     mtp_act = arch.mtp_layers * act[arch.moe]
 
-    def states(stage: int) -> tuple[float, float, float, float]:
-        """(weights, gradients, optimizer) bytes and parameters of one stage on one GPU."""
+    def states(stage: int) -> tuple[float, float, float, float, float]:
+        """(weights, gradients, optimizer) bytes, parameters and the reduce-scatter stream's
+        gradient bytes of one stage on one GPU."""
         dense, expert = _stage_params(
             arch, layout, stages[stage], stage == 0, stage == last_stage, pipeline.ranks
         )
@@ -728,11 +740,12 @@ def estimate(
             dense * per_dense.gradients + expert * per_expert.gradients,
             dense * per_dense.optimizer + expert * per_expert.optimizer,
             dense + expert,
+            dense * side_dense + expert * side_expert,
         )
 
     # stages of the same size and kind hold the same states: sized once per kind (a deep
     # pipeline has 64 stages and two or three kinds)
-    kinds: dict[tuple[int, int, bool, bool], tuple[float, float, float, float]] = {}
+    kinds: dict[tuple[int, int, bool, bool], tuple[float, float, float, float, float]] = {}
     stage_states = []
     for stage, layers in enumerate(stages):
         kind = (len(layers), arch.moe_layers_in(layers), stage == 0, stage == last_stage)
@@ -771,14 +784,16 @@ def estimate(
     gather = 0.0
     if training.zero_stage >= 3:
         # FSDP's per-layer collectives (one layer's parameters, / TP; torch FSDP2
-        # _fsdp_collectives.py): the reduce-scatter copies the layer's gradients into a flat
-        # buffer in the reduce dtype, held until the next layer's is issued. Without pipeline
-        # parallelism FSDP also all-gathers the layer and prefetches the next, and the
-        # layer's bf16 gradients exist until that copy; under it the weights stay gathered
-        # and the gradients accumulate unsharded (both priced as states).
-        per_param = float(training.grad_bytes)
+        # _fsdp_collectives.py): the all-gather fills a flat buffer on its own stream for the
+        # layer and the prefetched next one. Without pipeline parallelism the reduce-scatter
+        # also copies the layer's gradients into a flat buffer in the reduce dtype, held
+        # until the next layer's is issued, and the layer's bf16 gradients exist until that
+        # copy. Under it the weights stay gathered and the gradients accumulate unsharded
+        # (both priced as states), and torch's pipelining reduces them after the last
+        # backward pass (stage.py backward_maybe_with_nosync), once the activations are gone.
+        per_param = 2 * state_bytes(training).weights
         if pipeline.ranks == 1:
-            per_param += 2 * state_bytes(training).weights + 2.0
+            per_param += training.grad_bytes + 2.0
         layer = max(layout.dense_layer.dense, layout.moe_layer.dense) / parallel.tensor
         gather = per_param * layer
     s_lo, s_hi = uncertainty.states
@@ -791,14 +806,16 @@ def estimate(
     for r in range(pipeline.ranks):
         own = by_rank[r]
         if len(own) == 1:
-            w, g, o, params = stage_states[own[0]]
+            w, g, o, params, side = stage_states[own[0]]
         else:
-            w, g, o, params = (sum(c) for c in zip(*(stage_states[s] for s in own), strict=True))
+            w, g, o, params, side = (
+                sum(c) for c in zip(*(stage_states[s] for s in own), strict=True)
+            )
         replica = 0.0
         held = list(own)
         if pipeline.mirror:  # DualPipe: rank r also runs stage P-1-r of the other direction
-            mw, mg, mo, mp = stage_states[pipeline.stages - 1 - r]
-            replica, params = mw + mg + mo, params + mp
+            mw, mg, mo, mp, ms = stage_states[pipeline.stages - 1 - r]
+            replica, params, side = mw + mg + mo, params + mp, side + ms
             held.append(pipeline.stages - 1 - r)
         layer_count = sum(len(stages[s]) for s in held)
         units = pipeline.inflight[r]
@@ -818,7 +835,10 @@ def estimate(
             training.pipeline_impl, held, last_stage, units, pipeline.microbatches, parallel.tensor
         )
         reduce_copy = reduce_copy_bytes * params
-        other = overhead + gather + loss + buffers + reduce_copy
+        # reserved beside the peak, never live in it: the low bound leaves the FSDP
+        # reduce-scatter stream's gradients out (the allocator frees cached blocks before
+        # failing) and takes DeepSpeed's reduce copy only as the step's own phase
+        other = overhead + gather + loss + buffers + reduce_copy + side
         state_total = w + g + o + replica
         # the loss's logits and the runtime's buffers are activations too, and as uncertain:
         # they take their band
@@ -827,7 +847,7 @@ def estimate(
         if reduce_copy:
             low = max(low, (state_total + reduce_copy) * (1 - s_lo) + overhead / 2)
         high = (
-            (state_total + reduce_copy) * (1 + s_hi)
+            (state_total + reduce_copy + side) * (1 + s_hi)
             + transient * (1 + a_hi)
             + gather
             + 2 * overhead
@@ -880,6 +900,11 @@ def _assumptions(
     zero = f"ZeRO-{training.zero_stage} over {parallel.data * parallel.context} (dense)"
     if arch.moe:
         zero += f", {parallel.expert_data:g} (expert)"
+    if training.zero_stage >= 3 and pipe.ranks > 1:
+        zero += (
+            " (under PP: weights gathered and gradients accumulated unsharded for the step, "
+            "the sharded gradients cached on FSDP's reduce-scatter stream)"
+        )
     offload = training.optimizer_offload
     mods = ", ".join(sorted(training.modules)) or "nothing"
     full = "full recompute (layer inputs kept)"

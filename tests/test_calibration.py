@@ -27,12 +27,7 @@ FILES = sorted(CALIBRATION.glob("*.yaml"))
 
 # Measured runs the model misses (central outside +-15 %, or the measurement outside the band).
 KNOWN_MISSES = {
-    # Max reserved; 15 GiB above the estimate. FSDP2 under pipeline parallelism (gathered bf16
-    # weights, fp32 accumulated gradients and the logits torch's pipelining keeps are priced)
-    # leaves something unexplained: the same run interleaved reads 10 GiB less (the model: 7
-    # more, +2 %), and its 4D sibling with the same tokens per micro-batch 7 GiB less (-11 %).
-    "torchtitan-llama31-405b-3d-1f1b": "FSDP+PP reserved memory not explained",
-    # -21 %: the 4D table's CP 8 row at 262,144 tokens reads 9.6 GiB above its CP 1 sibling
+    # -16 %: the 4D table's CP 8 row at 262,144 tokens reads 9.6 GiB above its CP 1 sibling
     # (same tokens per GPU and micro-batch, which the model prices alike): what ring attention
     # at that length adds is not modelled.
     "torchtitan-llama31-405b-4d-cp8": "context-parallel attention at 262k tokens not modelled",
