@@ -335,13 +335,24 @@ def state_bytes(training: TrainingSetup) -> StateBytes:
     beside the BF16 weight: 4 B (the embedding, never cast, is priced so too: errs large).
     DeepSpeed's BF16_Optimizer keeps the bf16 gradients the backward writes beside its fp32
     buffer (runtime/bf16_optimizer.py: update_hp_grads(clear_lp_grads=False) in the pipeline
-    engine; the BLOOM README's "2 + 4 + 12/DP" leaves them out): 2 B more."""
+    engine; the BLOOM README's "2 + 4 + 12/DP" leaves them out): 2 B more. Under fp16 the
+    optimizer's fp32 copy of the gradients (Megatron's 20 B counts it) exists only at the step:
+    `step_copy_bytes`."""
     moments = 2.0 * training.optimizer_moment_bytes
     if training.precision == "fp16":
-        return StateBytes(2.0, 2.0, 4.0 + 4.0 + moments)  # + an fp32 main-grad copy
+        return StateBytes(2.0, 2.0, 4.0 + moments)
     weights = 1.0 if training.fp8_weights else 4.0 if training.fp8_weight_cache else 2.0
     grads = training.grad_bytes + (2.0 if training.bf16_grads_kept else 0.0)
     return StateBytes(weights, float(grads), 4.0 + moments)
+
+
+def step_copy_bytes(training: TrainingSetup) -> float:
+    """Unsharded bytes/param a mixed-precision optimizer allocates at the step only: under fp16
+    the fp32 copy of the fp16 gradients its master weights step with (Megatron
+    optimizer.py _copy_model_grads_to_main_grads, `main_grad.float()`, freed by the next
+    zero_grad; DeepSpeed FP16_Optimizer and ZeRO-1/2 flatten them into fp32 likewise), sharded
+    like the optimizer states."""
+    return 4.0 if training.precision == "fp16" else 0.0
 
 
 def sharded_bytes(training: TrainingSetup, degree: float) -> StateBytes:
@@ -668,6 +679,22 @@ def _stage_params(
     return dense, expert
 
 
+class _StageStates(NamedTuple):
+    """Bytes of one stage's states on one GPU, its parameters (before ZeRO-3), the gradients
+    FSDP keeps on its reduce-scatter stream, and the step's fp32 gradient copy."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    params: float
+    side: float
+    step_copy: float
+
+
+def _sum_states(parts: list[_StageStates]) -> _StageStates:
+    return parts[0] if len(parts) == 1 else _StageStates(*map(sum, zip(*parts, strict=True)))
+
+
 def estimate(
     arch: Architecture,
     parallel: ParallelDegrees,
@@ -727,25 +754,29 @@ def estimate(
     block = training.activation_recompute == "full" and training.recompute_method == "block"
     mtp_act = arch.mtp_layers * act[arch.moe]
 
-    def states(stage: int) -> tuple[float, float, float, float, float]:
-        """(weights, gradients, optimizer) bytes, parameters and the reduce-scatter stream's
-        gradient bytes of one stage on one GPU."""
+    # the step's gradient copy is sharded like the optimizer states (ZeRO 1 and up)
+    copy = step_copy_bytes(training)
+    copy_dense = copy / dense_degree if training.zero_stage >= 1 else copy
+    copy_expert = copy / parallel.expert_data if training.zero_stage >= 1 else copy
+
+    def states(stage: int) -> _StageStates:
         dense, expert = _stage_params(
             arch, layout, stages[stage], stage == 0, stage == last_stage, pipeline.ranks
         )
         dense /= parallel.tensor
         expert /= parallel.expert * parallel.etp
-        return (
+        return _StageStates(
             dense * per_dense.weights + expert * per_expert.weights,
             dense * per_dense.gradients + expert * per_expert.gradients,
             dense * per_dense.optimizer + expert * per_expert.optimizer,
             dense + expert,
             dense * side_dense + expert * side_expert,
+            dense * copy_dense + expert * copy_expert,
         )
 
     # stages of the same size and kind hold the same states: sized once per kind (a deep
     # pipeline has 64 stages and two or three kinds)
-    kinds: dict[tuple[int, int, bool, bool], tuple[float, float, float, float, float]] = {}
+    kinds: dict[tuple[int, int, bool, bool], _StageStates] = {}
     stage_states = []
     for stage, layers in enumerate(stages):
         kind = (len(layers), arch.moe_layers_in(layers), stage == 0, stage == last_stage)
@@ -805,18 +836,15 @@ def estimate(
         by_rank[rank].append(stage)
     for r in range(pipeline.ranks):
         own = by_rank[r]
-        if len(own) == 1:
-            w, g, o, params, side = stage_states[own[0]]
-        else:
-            w, g, o, params, side = (
-                sum(c) for c in zip(*(stage_states[s] for s in own), strict=True)
-            )
-        replica = 0.0
         held = list(own)
+        mine = _sum_states([stage_states[s] for s in own])
+        w, g, o = mine.weights, mine.gradients, mine.optimizer
+        replica = 0.0
         if pipeline.mirror:  # DualPipe: rank r also runs stage P-1-r of the other direction
-            mw, mg, mo, mp, ms = stage_states[pipeline.stages - 1 - r]
-            replica, params, side = mw + mg + mo, params + mp, side + ms
+            mirrored = stage_states[pipeline.stages - 1 - r]
+            replica = mirrored.weights + mirrored.gradients + mirrored.optimizer
             held.append(pipeline.stages - 1 - r)
+            mine = _sum_states([mine, mirrored])
         layer_count = sum(len(stages[s]) for s in held)
         units = pipeline.inflight[r]
         if training.activation_offload:
@@ -834,11 +862,16 @@ def estimate(
         buffers = boundary * _runtime_buffers(
             training.pipeline_impl, held, last_stage, units, pipeline.microbatches, parallel.tensor
         )
-        reduce_copy = reduce_copy_bytes * params
+        reduce_copy = reduce_copy_bytes * mine.params
+        step_copy = mine.step_copy
+        if training.pipeline_impl == "deepspeed":
+            # DeepSpeed flattens the step's fp32 gradient copy into one buffer, as large as
+            # the bf16 reduce copy: reserved beside the activations' segments the same way
+            reduce_copy, step_copy = reduce_copy + step_copy, 0.0
         # reserved beside the peak, never live in it: the low bound leaves the FSDP
         # reduce-scatter stream's gradients out (the allocator frees cached blocks before
         # failing) and takes DeepSpeed's reduce copy only as the step's own phase
-        other = overhead + gather + loss + buffers + reduce_copy + side
+        other = overhead + gather + loss + buffers + reduce_copy + mine.side
         state_total = w + g + o + replica
         # the loss's logits and the runtime's buffers are activations too, and as uncertain:
         # they take their band
@@ -847,15 +880,33 @@ def estimate(
         if reduce_copy:
             low = max(low, (state_total + reduce_copy) * (1 - s_lo) + overhead / 2)
         high = (
-            (state_total + reduce_copy + side) * (1 + s_hi)
+            (state_total + reduce_copy + mine.side) * (1 + s_hi)
             + transient * (1 + a_hi)
             + gather
             + 2 * overhead
         )
+        if step_copy:
+            # Megatron's per-tensor copies fit in the blocks the freed activations leave: the
+            # step is a phase of its own, and the rank needs the larger of the two
+            step = state_total + step_copy
+            other += max(0.0, step + overhead - (state_total + activations + other))
+            low = max(low, step * (1 - s_lo) + overhead / 2)
+            high = max(high, step * (1 + s_hi) + 2 * overhead)
         inflight = pipeline.inflight[r]
         ranks.append(
             RankMemory(
-                r, w, g, o, replica, activations, other, inflight, layer_count, params, low, high
+                r,
+                w,
+                g,
+                o,
+                replica,
+                activations,
+                other,
+                inflight,
+                layer_count,
+                mine.params,
+                low,
+                high,
             )
         )
     return MemoryEstimate(tuple(ranks), _assumptions(arch, parallel, training, pipeline))
@@ -930,6 +981,11 @@ def _assumptions(
     return (
         f"model states {s.weights + s.gradients + s.optimizer:g} B/param unsharded (weights "
         f"{s.weights:g} + grads {s.gradients:g} + optimizer {s.optimizer:g}), {zero} ranks"
+        + (
+            f", the step's fp32 gradient copy ({copy:g} B/param) a phase of its own"
+            if (copy := step_copy_bytes(training))
+            else ""
+        )
         + (f", {offload:.0%} of the optimizer offloaded" if offload else ""),
         f"activations from the block's own tensors ({block}), {recompute}, {storage} storage, "
         f"SP {'on' if parallel.sp else 'off'}"

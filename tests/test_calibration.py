@@ -4,7 +4,9 @@ beyond the file that check the model generalises, each saying so; the header of 
 cites its source and says what is reported, inferred or assumed).
 
 Each manifest carries its expectation in `metadata.labels`: `calibration: known-good` must get
-no error; `known-bad` must get HR009 or ADV004; `measured-gib` (with `measured-as`) must lie
+no error but the policy rejects `expected-errors` names (a schedule benchmark of a model that
+fits one GPU is what HR004 exists for; its memory is what is replayed); `known-bad` must get
+HR009 or ADV004; `measured-gib` (with `measured-as`) must lie
 inside the estimate's band and within 15 % of the central estimate. docs/memory.md prints the
 table these tests check; the runs it misses are listed here with the reason, and the test fails
 when that list stops being exactly the set of misses (a fix or a regression both show).
@@ -55,10 +57,13 @@ def _judge(path: Path, policies):
 def test_known_good_runs_get_no_error_and_known_bad_runs_are_flagged(path, policies):
     result = _judge(path, policies)
     status = result.manifest.source.data["metadata"]["labels"]["calibration"]
+    labels = result.manifest.source.data["metadata"]["labels"]
+    expected = set(labels.get("expected-errors", "").split())
     errors = [f.format() for f in result.findings if f.severity is Severity.ERROR]
     memory = {f.code for f in result.findings if f.code in ("HR009", "ADV004")}
     if status == "known-good":
-        assert errors == []
+        assert "HR009" not in expected  # a known-good run's memory verdict is never excused
+        assert {f.code for f in result.findings if f.severity is Severity.ERROR} == expected, errors
     else:
         assert status == "known-bad"
         flagged = bool(memory)

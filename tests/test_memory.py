@@ -23,6 +23,7 @@ from dpguard.memory import (
     sharded_bytes,
     stage_layers,
     state_bytes,
+    step_copy_bytes,
     verdict,
 )
 from dpguard.schedules.inflight import inflight
@@ -395,6 +396,34 @@ def test_fsdp_collectives_hold_one_layer_s_buffers():
     assert r.states == pytest.approx(base.states)
     assert r.low - base.low == pytest.approx(gathered, rel=0.02)
     assert r.high - base.high > gathered + cached
+
+
+def test_the_fp16_step_copy_is_a_phase_of_its_own():
+    """fp16 keeps 16 B per parameter through the forward and backward passes; the optimizer's
+    fp32 copy of the gradients (4 B, sharded like the optimizer) exists only at the step. A
+    rank needs the larger phase: the activations when many micro-batches are in flight, the
+    step copy when few are. DeepSpeed's flat copy is reserved beside the activations instead."""
+    assert state_bytes(TrainingSetup("fp16")) == (2.0, 2.0, 12.0)
+    assert step_copy_bytes(TrainingSetup("fp16")) == 4.0
+    assert step_copy_bytes(TrainingSetup()) == 0.0
+    fp16 = TrainingSetup("fp16", zero_stage=0, activation_recompute="none")
+    degrees = ParallelDegrees(1, 8, 1)
+
+    def worst(m: int, training: TrainingSetup):
+        pipe = pipeline_layout("1f1b", 8, 1, inflight("1f1b", 8, m))._replace(microbatches=m)
+        return estimate(GPT22B, degrees, training, pipe).ranks[1]
+
+    many, one = worst(8, fp16), worst(1, fp16)
+    copy = 4.0 * one.parameters
+    bf16 = replace(fp16, precision="bf16")
+    assert many.activations > copy  # the activation phase is the larger: nothing added
+    assert many.other == pytest.approx(worst(8, bf16).other)
+    assert one.activations < copy  # the step is the larger
+    assert one.total == pytest.approx(one.states + copy + 1.5 * GIB, rel=1e-6)
+    assert one.low >= (one.states + copy) * 0.97
+    deepspeed = worst(8, replace(fp16, pipeline_impl="deepspeed"))
+    deepspeed_bf16 = worst(8, replace(bf16, pipeline_impl="deepspeed"))
+    assert deepspeed.other - deepspeed_bf16.other == pytest.approx(copy)
 
 
 def test_deepspeed_bf16_optimizer_keeps_the_bf16_gradients_beside_the_fp32_buffer():
