@@ -364,12 +364,13 @@ def full_recompute(t: Any) -> dict[str, Any]:
 
 
 def remedies(
-    manifest: Manifest, s: Strategy, settings: Mapping[str, Any], more_gpus: bool = False
+    manifest: Manifest, s: Strategy, settings: Mapping[str, Any], last_resort: bool = False
 ) -> tuple[tuple[str, float], ...]:
     """(change, worst-rank GiB after it) for the changes that cut memory without new hardware,
     cheapest first: a fused loss, FP8 activation storage, activation offload, full recompute,
-    twice the tensor parallel size inside a node, twice the pipeline depth; with `more_gpus`,
-    also twice the GPUs (more data parallelism to shard the optimizer over). Each is judged alone; a
+    twice the tensor parallel size inside a node, twice the pipeline depth; with
+    `last_resort`, also the optimizer states in host memory (CPU Adam: a slower step) and twice
+    the GPUs (more data parallelism to shard the optimizer over). Each is judged alone; a
     change that does not apply (already set, not a valid layout, or saving under 0.05 GiB) is
     left out."""
     t, m, c = manifest.training, manifest.model, manifest.cluster
@@ -392,7 +393,9 @@ def remedies(
         trials.append(
             (f"pipeline: {2 * s.pipeline}", manifest, replace(s, pipeline=2 * s.pipeline), {})
         )
-    if more_gpus:
+    if last_resort and t.optimizer_offload < 1:
+        trials.append(("optimizer_offload: 1", manifest, s, {"optimizer_offload": 1.0}))
+    if last_resort:
         doubled = replace(manifest, cluster=replace(c, gpus=2 * c.gpus))
         trials.append((f"gpus: {2 * c.gpus}", doubled, s, {}))
     now = _priced(manifest, s, settings, {})

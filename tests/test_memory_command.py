@@ -202,9 +202,16 @@ def test_when_nothing_fits_the_notes_price_what_would(tmp_path, policies):
     doc.pop("parallelism")
     result = check_file(str(write(tmp_path, doc)), None, policies)
     assert result.plan.status == "infeasible"
-    note = result.plan.notes[-1]
-    assert note.startswith("at the closest layout (P = ")
-    assert "gpus: 128 -> " in note and "GiB usable" in note
+    closest, fewest = result.plan.notes[-2:]
+    assert closest.startswith("at the closest layout (P = ")
+    assert "gpus: 128 -> " in closest and "GiB usable" in closest
+    assert "optimizer_offload: 1 -> " in closest
+    # the fewest GPUs named are the first doubling at which the planner finds a plan
+    assert fewest.startswith("with 256 GPUs (4x) a plan fits: ")
+    for gpus, status in ((128, "infeasible"), (256, "ok")):
+        doc["cluster"]["gpus"] = gpus
+        grown = check_file(str(write(tmp_path, doc, f"{gpus}.yaml")), None, policies)
+        assert (grown.plan.status == "infeasible") == (status == "infeasible"), gpus
 
 
 def test_a_batch_too_large_to_simulate_is_judged_not_aborted(tmp_path, capsys):

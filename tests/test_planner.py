@@ -311,9 +311,11 @@ def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, ca
     """405B dense on 8 A100-40GB (37.4 GiB usable): each schedule's note quotes its closest
     layout as written (T = 4, no recompute: about 1 TB per GPU). The planner's levers
     (selective, then full recompute) do not make it fit either, so the last note prices one
-    more change at the closest layout with full recompute: FP8 storage and offload barely
-    help, twice the GPUs (more ZeRO sharding) still leaves 579 GiB. Interleaving, which the
-    decision table accepts, is not tried: the manifest proposes no virtual stages."""
+    more change at the closest layout with full recompute: FP8 storage barely helps, the
+    optimizer in host memory leaves 295 GiB, twice the GPUs (more ZeRO sharding) 579 GiB; the
+    last says how many GPUs would do: 256, the first doubling at which a layout fits with every
+    lever on. Interleaving, which the decision table accepts, is not tried: the manifest
+    proposes no virtual stages."""
     path = write(tmp_path, IMPOSSIBLE)
     plan = plan_of(path, policies)
     assert (plan.status, plan.schedule, plan.memory) == ("infeasible", None, None)
@@ -324,7 +326,9 @@ def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, ca
         "988.6 GiB per GPU is over 37.4 GiB",
         "at the closest layout (P = 2, T = 4, full recompute) the worst rank after one more "
         "change, against 37.4 GiB usable: activation_storage: fp8 -> 863.3 GiB; "
-        "gpus: 16 -> 579.2 GiB",
+        "optimizer_offload: 1 -> 294.8 GiB; gpus: 16 -> 579.2 GiB",
+        "with 256 GPUs (32x) a plan fits: 1f1b P = 32, T = 8, worst rank 32.7 of 37.4 GiB, "
+        "with activation_recompute: full",
     )
     code, out, err = run(capsys, str(path))
     assert (code, err) == (1, "")
@@ -383,7 +387,8 @@ def test_an_infeasible_note_quotes_the_stage_closest_to_fitting(tmp_path, polici
     that needs the least (micro-batch 1: 62.2 GiB), not at the last one tried (micro-batch 64:
     152.4 GiB, over twice as much). The manifest already recomputes fully, so the planner has
     no lever left; the last note prices one more change at that closest layout: only T = 2
-    (which the manifest fixes at 1) would bring it under 37.4 GiB."""
+    (which the manifest fixes at 1) would bring it under 37.4 GiB. No GPU count would: at
+    T = 1 the 12 layers allow at most P = 8, so no note of more GPUs."""
     plan = plan_of(write(tmp_path, SHALLOW.replace("30B", "60B")), policies)
     assert plan.status == "infeasible"
     assert plan.notes == (
@@ -393,7 +398,7 @@ def test_an_infeasible_note_quotes_the_stage_closest_to_fitting(tmp_path, polici
         "62.1 GiB per GPU is over 37.4 GiB",
         "at the closest layout (P = 8, T = 1, full recompute) the worst rank after one more "
         "change, against 37.4 GiB usable: activation_storage: fp8 -> 61.9 GiB; "
-        "tensor: 2 -> 32.3 GiB; gpus: 2048 -> 61.6 GiB",
+        "tensor: 2 -> 32.3 GiB; optimizer_offload: 1 -> 61.2 GiB; gpus: 2048 -> 61.6 GiB",
     )
 
 

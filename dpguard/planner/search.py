@@ -28,7 +28,7 @@ from typing import Any
 
 from dpguard import sizing
 from dpguard.manifest import Manifest
-from dpguard.memory import MemoryEstimate
+from dpguard.memory import MemoryEstimate, state_bytes
 
 
 @dataclass(frozen=True)
@@ -361,6 +361,18 @@ def levers(manifest: Manifest) -> list[dict[str, Any]]:
     return out
 
 
+def _lever_steps(manifest: Manifest) -> list[dict[str, Any]]:
+    """The training changes the search tries in turn: none, then each lever of `levers` added
+    to the ones before it."""
+    steps: list[dict[str, Any]] = [{}]
+    for lever in levers(manifest):
+        changes = {**steps[-1], **lever}
+        if changes.get("activation_recompute") == "full":
+            changes.pop("recompute_modules", None)  # X020: modules only with selective
+        steps.append(changes)
+    return steps
+
+
 def _describe(changes: dict[str, Any]) -> tuple[str, ...]:
     out = []
     for key, value in changes.items():
@@ -384,15 +396,10 @@ def search(
     in turn (accumulating); then up to the usable memory itself; full recompute (a third more
     compute) comes last, margin first. The plan says which lever it switched and when it
     gave up the margin. When still nothing fits, the notes price what would: the remedies at
-    the closest layout."""
+    the closest layout and the fewest GPUs (doublings of the job's) at which a plan fits."""
     usable = sizing.usable_bytes(manifest, settings)
     margin = float(settings["planner"].get("memory_margin", 1.0))
-    steps: list[dict[str, Any]] = [{}]
-    for lever in levers(manifest):
-        changes = {**steps[-1], **lever}
-        if changes.get("activation_recompute") == "full":
-            changes.pop("recompute_modules", None)  # X020: modules only with selective
-        steps.append(changes)
+    steps = _lever_steps(manifest)
     cheap = [c for c in steps if c.get("activation_recompute") != "full"]
     full = [c for c in steps if c.get("activation_recompute") == "full"]
     order = [(c, margin) for c in cheap] + [(c, 1.0) for c in cheap]
@@ -433,18 +440,61 @@ def search(
             )
         return SearchResult(found.candidate, tuple(notes), said, tuple(changes.items()))
     assert as_written is not None
+    notes = list(as_written.notes)
     if closest:
         _, sized, strategy = min(closest, key=lambda c: c[0])
-        priced = sizing.remedies(sized, strategy, settings, more_gpus=True)
+        priced = sizing.remedies(sized, strategy, settings, last_resort=True)
         if priced:
             what = "; ".join(f"{change} -> {gib:.1f} GiB" for change, gib in priced)
-            return SearchResult(
-                None,
-                (
-                    *as_written.notes,
-                    f"at the closest layout (P = {strategy.pipeline}, T = {strategy.tensor}, "
-                    f"{sized.training.activation_recompute} recompute) the worst rank after one "
-                    f"more change, against {usable / sizing.GIB:.1f} GiB usable: {what}",
-                ),
+            notes.append(
+                f"at the closest layout (P = {strategy.pipeline}, T = {strategy.tensor}, "
+                f"{sized.training.activation_recompute} recompute) the worst rank after one "
+                f"more change, against {usable / sizing.GIB:.1f} GiB usable: {what}"
             )
-    return as_written
+    notes.extend(_fewest_gpus(manifest, schedules, settings, pipeline_needed, steps[-1]))
+    return SearchResult(None, tuple(notes))
+
+
+# how far `_fewest_gpus` looks: the job's GPUs times 2, 4, ... 1024
+_GROWTH = tuple(2**k for k in range(1, 11))
+
+
+def _fewest_gpus(
+    manifest: Manifest,
+    schedules: tuple[str, ...],
+    settings: Mapping[str, Any],
+    pipeline_needed: bool,
+    levers_on: dict[str, Any],
+) -> tuple[str, ...]:
+    """The first doubling of the job's GPUs at which a layout fits with every lever on (one
+    layout search per count, not the plan's full sequence), as a note: what "more GPUs" means
+    in numbers. Empty when none up to 1024x does."""
+    cluster = manifest.cluster
+    # every byte of the model states sits on some GPU: no layout of g GPUs holds less than
+    # 1/g of them on its worst one, so counts below that bound need no search
+    per_param = state_bytes(sizing.training_setup(manifest))
+    states = manifest.model.total_params * (
+        per_param.weights
+        + per_param.gradients
+        + per_param.optimizer * (1 - manifest.training.optimizer_offload)
+    )
+    usable = sizing.usable_bytes(manifest, settings)
+    training = replace(manifest.training, **levers_on)
+    for factor in _GROWTH:
+        if states / (cluster.gpus * factor) > usable:
+            continue
+        grown = replace(
+            manifest, cluster=replace(cluster, gpus=cluster.gpus * factor), training=training
+        )
+        attempt = _Attempt(usable, [], {}, {})
+        found = _search_layout(grown, schedules, settings, pipeline_needed, attempt)
+        if found.candidate is None:
+            continue
+        s, worst = found.candidate.strategy, found.candidate.memory.worst.total
+        switched = f", with {', '.join(_describe(levers_on))}" if levers_on else ""
+        return (
+            f"with {grown.cluster.gpus:,} GPUs ({factor}x) a plan fits: {s.schedule} P = "
+            f"{s.pipeline}, T = {s.tensor}, worst rank {worst / sizing.GIB:.1f} of "
+            f"{usable / sizing.GIB:.1f} GiB{switched}",
+        )
+    return ()
