@@ -892,21 +892,10 @@ def estimate(
             other += max(0.0, step + overhead - (state_total + activations + other))
             low = max(low, step * (1 - s_lo) + overhead / 2)
             high = max(high, step * (1 + s_hi) + 2 * overhead)
-        inflight = pipeline.inflight[r]
+        inflight, params = pipeline.inflight[r], mine.params
         ranks.append(
             RankMemory(
-                r,
-                w,
-                g,
-                o,
-                replica,
-                activations,
-                other,
-                inflight,
-                layer_count,
-                mine.params,
-                low,
-                high,
+                r, w, g, o, replica, activations, other, inflight, layer_count, params, low, high
             )
         )
     return MemoryEstimate(tuple(ranks), _assumptions(arch, parallel, training, pipeline))
