@@ -447,6 +447,37 @@ def layer_token_bytes(arch: Architecture, moe_layer: bool, training: TrainingSet
     return TokenBytes(seq + gathered, tp, expert, scores)
 
 
+def wgrad_token_bytes(arch: Architecture, moe_layer: bool, training: TrainingSetup) -> TokenBytes:
+    """Bytes per token one layer keeps for a deferred weight pass (a zero-bubble W): every
+    GEMM's input and its output gradient, which the input-gradient pass (I) computes and the
+    W pass consumes (arXiv 2401.10241 Table 1: 32sbh for a GPT layer). Recompute does not
+    shrink it: the W pass needs the recomputed inputs. Megatron's SP stores the inputs after a
+    norm sharded and gathers them for the weight gradient."""
+    h, bf = arch.hidden_size, 2.0
+    gemm = FP8_BYTES if training.precision == "fp8" or training.activation_fp8 else bf
+    up = 2 if arch.swiglu else 1
+    # attention: its inputs, then the output gradients of its GEMMs
+    seq = gemm * h + bf * h  # the q/kv input (the norm's output), the o-proj output
+    if arch.mla is None:
+        tp = gemm * arch.q_width + bf * (arch.q_width + 2 * arch.kv_width)
+    else:
+        m = arch.mla
+        qk = m.qk_head_dim + m.qk_rope_head_dim
+        seq += (gemm + bf) * (m.q_lora_rank + m.kv_lora_rank) + bf * m.qk_rope_head_dim
+        tp = gemm * arch.attention_heads * m.v_head_dim
+        tp += bf * arch.attention_heads * (qk + m.qk_head_dim + m.v_head_dim)
+    # the feed-forward block: fc1's input, fc2's input, their output gradients
+    seq += gemm * h + bf * h
+    expert = 0.0
+    if not moe_layer:
+        tp += (gemm + bf * up) * arch.ffn
+    else:
+        width = arch.moe_ffn_hidden_size or _expert_width(arch)
+        expert = arch.experts_per_token * (gemm * h + bf * h + (gemm + bf * up) * width)
+        tp += arch.shared_experts * (gemm + bf * up) * width
+    return TokenBytes(seq, tp, expert)
+
+
 def op_checkpoint_token_bytes(
     arch: Architecture, moe_layer: bool, parallel: ParallelDegrees
 ) -> TokenBytes:
@@ -502,6 +533,16 @@ def _expert_width(arch: Architecture) -> float:
     return per_expert / max(n_moe, 1) / ((3 if arch.swiglu else 2) * arch.hidden_size)
 
 
+def layer_wgrad_bytes(
+    arch: Architecture, moe_layer: bool, parallel: ParallelDegrees, training: TrainingSetup
+) -> float:
+    """Bytes one layer keeps on one GPU for one micro-batch's deferred W pass."""
+    tokens = arch.seq_len / parallel.context * training.micro_batch_size
+    b = wgrad_token_bytes(arch, moe_layer, training)
+    seq_div = parallel.tensor if parallel.sp else 1
+    return tokens * ((b.seq + b.expert) / seq_div + b.tp / parallel.tensor)
+
+
 def layer_activation_bytes(
     arch: Architecture, moe_layer: bool, parallel: ParallelDegrees, training: TrainingSetup
 ) -> float:
@@ -525,7 +566,8 @@ def layer_activation_bytes(
 class PipelineLayout(NamedTuple):
     """How a schedule places stages: `stages` in total over `ranks` devices, `stage_ranks[s]`
     the rank of stage s; `mirror` (DualPipe) keeps a second copy of stage P-1-r on rank r.
-    `inflight[r]`: peak in-flight (stage, micro-batch) activations of rank r."""
+    `inflight[r]`: peak in-flight (stage, micro-batch) activations of rank r; `deferred_w`:
+    the ZB-H1 order, whose rank r also keeps r deferred weight passes (inflight.zb1p_peak)."""
 
     ranks: int
     stages: int
@@ -536,6 +578,7 @@ class PipelineLayout(NamedTuple):
     tail: int = 0  # ... and the loss as a layer of the last stage
     counts: tuple[int, ...] = ()  # layers of each stage when set by hand (stage_layers)
     microbatches: int = 1  # M per step
+    deferred_w: bool = False
 
 
 def pipeline_layout(
@@ -553,6 +596,7 @@ def pipeline_layout(
         tuple(s % ranks for s in range(stages)),
         tuple(inflight),
         mirror=schedule == "dualpipe",
+        deferred_w=schedule == "zb1p",
     )
 
 
@@ -798,6 +842,14 @@ def estimate(
     # per stage once: a rank sums over the stages it holds (the planner sizes hundreds of
     # layouts of up to 64 ranks, so the per-rank loop is what it pays for)
     stage_acts = [stage_act(layers) for layers in stages]
+    stage_wgrads: list[float] = []
+    if pipeline.deferred_w and not training.activation_offload:
+        from dpguard.schedules.inflight import zb1p_peak  # as sizing.pipeline_layout does
+
+        wgrad = {m: layer_wgrad_bytes(arch, m, parallel, training) for m in act}
+        for layers in stages:
+            moe = arch.moe_layers_in(layers)
+            stage_wgrads.append((len(layers) - moe) * wgrad[False] + moe * wgrad.get(True, 0.0))
     if arch.dropout:
         # The embedding runs outside the recomputed blocks (Megatron-core's
         # LanguageModelEmbedding, DeepSpeed PipelineModule._is_checkpointable): its dropout
@@ -854,6 +906,14 @@ def estimate(
         # Each in-flight unit is one micro-batch through one of the rank's stages: the rank's
         # layers per stage, at the rank's average bytes per layer.
         activations = units * sum(stage_acts[s] for s in held) / len(held)
+        if stage_wgrads:  # ZB-H1: the deferred weight passes' inputs and output gradients
+            activations = zb1p_peak(
+                pipeline.ranks,
+                r,
+                pipeline.microbatches,
+                activations / units,
+                sum(stage_wgrads[s] for s in held) / len(held),
+            )
         activations += working if layer_count else 0.0
         loss = 0.0
         if last_stage in held:

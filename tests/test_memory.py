@@ -16,6 +16,7 @@ from dpguard.memory import (
     estimate,
     layer_activation_bytes,
     layer_token_bytes,
+    layer_wgrad_bytes,
     op_checkpoint_token_bytes,
     output_bytes,
     pipeline_layout,
@@ -25,6 +26,7 @@ from dpguard.memory import (
     state_bytes,
     step_copy_bytes,
     verdict,
+    wgrad_token_bytes,
 )
 from dpguard.schedules.inflight import inflight
 
@@ -424,6 +426,33 @@ def test_the_fp16_step_copy_is_a_phase_of_its_own():
     deepspeed = worst(8, replace(fp16, pipeline_impl="deepspeed"))
     deepspeed_bf16 = worst(8, replace(bf16, pipeline_impl="deepspeed"))
     assert deepspeed.other - deepspeed_bf16.other == pytest.approx(copy)
+
+
+def test_a_deferred_weight_pass_keeps_every_gemm_input_and_output_gradient():
+    """arXiv 2401.10241 Table 1: a GPT layer's W pass needs 32sbh (the q/k/v, o-proj, fc1 and
+    fc2 inputs h + h + h + 4h and their output gradients 3h + h + 4h + h, 2 B each), against
+    the 34sbh + 5as^2b the full backward keeps. ZB-H1 (zb1p) defers rank r's weight passes by
+    r: its last rank holds P - 1 of them where 1F1B holds one micro-batch; 1F1B is unchanged."""
+    h = GPT22B.hidden_size
+    assert wgrad_token_bytes(GPT22B, False, TrainingSetup()) == (8 * h, 24 * h, 0.0, 0.0, 0.0)
+    training = TrainingSetup(zero_stage=0, activation_recompute="none", flash_attention=False)
+    degrees = ParallelDegrees(1, 8, 1)
+    pending = 6 * layer_wgrad_bytes(GPT22B, False, degrees, training)  # 48 layers / 8 stages
+    held = 6 * layer_activation_bytes(GPT22B, False, degrees, training)
+    # (dpguard's held count also has attention's 4a-byte log-sum-exp: 0.03 % here)
+    assert pending == pytest.approx(held * 32 / (34 + 5 * 64 * 2048 / h), rel=1e-3)
+
+    def ranks(schedule: str):
+        pipe = pipeline_layout(schedule, 8, 1, inflight(schedule, 8, 32))
+        return estimate(GPT22B, degrees, training, pipe._replace(microbatches=32)).ranks
+
+    for zb, plain in zip(ranks("zb1p"), ranks("1f1b"), strict=True):
+        r = zb.rank
+        # the steady state: 8 - r held and r deferred, then one more W right after each I
+        expected = max((8 - r) * held + r * pending, (7 - r) * held + (r + 1) * pending)
+        assert zb.activations - plain.activations == pytest.approx(
+            expected - min(32, 8 - r) * held, rel=1e-9
+        )
 
 
 def test_deepspeed_bf16_optimizer_keeps_the_bf16_gradients_beside_the_fp32_buffer():

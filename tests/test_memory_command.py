@@ -13,6 +13,7 @@ from ruamel.yaml import YAML
 from dpguard import sizing
 from dpguard.check import check_file
 from dpguard.cli import main
+from dpguard.planner.patch import manifest_patch
 from dpguard.planner.search import levers
 from dpguard.policy.load import load_policies
 
@@ -246,6 +247,8 @@ def test_full_recompute_lever_drops_the_recompute_modules(tmp_path, policies):
     assert plan.training_changes == ("activation_recompute: full", "recompute_modules removed")
     assert plan.manifest.training.activation_recompute == "full"
     assert not [f for f in plan.plan_findings if f.code == "HR009"]
+    # the patch a team applies carries the switch
+    assert manifest_patch(plan)["training"]["activation_recompute"] == "full"
 
 
 KIMI_K2 = {

@@ -192,9 +192,11 @@ def test_rf001_threshold_is_inclusive_at_200_only(tmp_path, policies):
 @pytest.mark.parametrize("gbps", [400, 200])
 def test_nccl_all_to_all_is_redirected_to_zb1p_by_rf002(tmp_path, policies, gbps):
     """RF002 (precedence 50) wins over RF001 (10): without a custom kernel neither
-    bidirectional schedule pays, so the plan is Zero Bubble even at 200 Gbps. zb1p holds one
-    parameter copy and min(M, P - r) micro-batches: P = 4 is estimated at 79.1 GiB (over 75.1),
-    P = 8 at 57.9 GiB; DP = 256, M = 15360 / 256 = 60."""
+    bidirectional schedule pays, so the decision is Zero Bubble even at 200 Gbps. But ZB-H1's
+    rank r defers r weight passes, each keeping every GEMM's input and output gradient of its
+    stage (eight routed copies of each token through the experts): no depth up to 61 fits
+    (P = 32: 130.0 GiB), so the plan falls back to 1F1B, which holds min(M, P - r)
+    micro-batches and no deferred W: P = 8 at 57.9 GiB; DP = 256, M = 15360 / 256 = 60."""
     plan = frontier(
         tmp_path,
         policies,
@@ -203,13 +205,17 @@ def test_nccl_all_to_all_is_redirected_to_zb1p_by_rf002(tmp_path, policies, gbps
     )
     assert (plan.status, plan.schedule, plan.pipeline, plan.microbatches) == (
         "planned",
-        "zb1p",
+        "1f1b",
         8,
         60,
     )
+    assert plan.notes[-1] == (
+        "none of the policies' schedules (zb1p) fits at any layout: the plan falls back to "
+        "1F1B, which runs everywhere"
+    )
     assert [r.id for r in plan.outcome.redirects] == ["RF002"]
     text = render_markdown(plan, policies)
-    assert "**Recommendation: Zero Bubble (ZB-H1)** with P = 8" in text
+    assert "**Recommendation: 1F1B** with P = 8" in text
     assert (
         "- Redirected by `RF002`: No custom all-to-all kernel -> refuse DualPipe, recommend "
         "Zero Bubble\n"
@@ -279,25 +285,28 @@ def test_large_dense_falls_back_from_dualpipev_to_zb1p_because_m_over_p_is_1(pol
     M = 2048 / (1 x DP) = P at every P. DualPipeV needs M >= 2P, which no P gives, so the
     planner takes DT002's acceptable zb1p and says why, quoting the deepest P tried: 32 (P
     divides 16384 / 8 = 2048, and DualPipeV's 2P stages need P <= 126 / 2 = 63). As written
-    (selective recompute of core_attn, SP) zb1p fits at P = 32 (72.2 GiB of 75.1 usable) but
-    nowhere within the planner's 90% margin (67.6 GiB), so the plan adds the cheap
-    recompute modules (layernorm): at P = 32, with Llama 3's split (126 layers + embedding +
-    loss = 128 = 32 x 4), rank 1 holds 31 micro-batches of 4 layers, 64.5 GiB."""
+    (selective recompute of core_attn, SP) zb1p fits at P = 32 but nowhere within the
+    planner's 90% margin (67.6 GiB), and recomputing more does not help: ZB-H1's rank r
+    defers r weight passes, whose GEMM inputs and output gradients no recompute drops (with
+    layernorm recomputed, rank 30, 2 micro-batches in flight and 30 W deferred, needs 73.9
+    GiB). So the plan keeps the manifest's settings and says it gives up the margin: at
+    P = 32, with Llama 3's split (126 layers + embedding + loss = 128 = 32 x 4), rank 1 holds
+    31 micro-batches of 4 layers and one deferred W, 74.2 GiB of 75.1."""
     plan = plan_of(EXAMPLES / "large-dense.yaml", policies)
     assert plan.outcome.schedule == "dualpipev"
     assert (plan.status, plan.schedule, plan.tensor, plan.pipeline) == ("planned", "zb1p", 8, 32)
     assert plan.microbatches == plan.pipeline == 32
     worst = plan.memory.worst
     assert (worst.rank, worst.inflight, worst.layers) == (1, 31, 4)
-    assert worst.total / GIB == pytest.approx(64.49, abs=0.01)
+    assert worst.total / GIB == pytest.approx(74.23, abs=0.01)
     assert plan.strategy is not None
     assert (plan.strategy.account_for_embedding, plan.strategy.account_for_loss) == (True, True)
     assert plan.notes == (
         "dualpipev was not possible at any P up to 63 (126 layers, 2 stages per rank): "
         "dualpipev needs micro-batches >= 2 x ranks = 64 (got 32) [deepseek-ai/DualPipe "
         "dualpipev.py: num_chunks >= num_ranks * 2]",
-        "as written, no layout fits within 90% of the usable memory (67.6 GiB); the plan "
-        "switches activation_recompute: selective, recompute_modules: [core_attn, layernorm]",
+        "no layout keeps the worst rank within 90% of the usable memory (67.6 GiB); this one "
+        "needs 74.2 of 75.1 GiB",
     )
     dualpipev = plan.numbers("dualpipev")
     assert dualpipev is not None and dualpipev.bubble is None
@@ -368,33 +377,42 @@ parallelism:
 def test_dualpipev_never_plans_more_stages_than_layers(tmp_path, policies):
     """DT002 picks DualPipeV, whose P ranks run 2P stages: at most P = 12 / 2 = 6 keeps a layer
     in every stage (the validator's X014 for a proposal), so P = 8 is never tried. P = 2 and 4
-    do not fit 37.4 GiB (39.39 GiB usable less 5%; P = 4: 51.1 GiB), and the plan falls back to
-    DT002's acceptable zb1p at P = 8 (DP = 128, 64 sequences per DP rank: micro-batch 1 gives
-    M/P = 8; its worst rank, the last with the output layer and logits, 33.8 GiB: over the
-    planner's 90% margin, 33.7 GiB, which no layout meets, so the plan says so)."""
+    do not fit 37.4 GiB (39.39 GiB usable less 5%; P = 4: 51.1 GiB). DT002's acceptable zb1p
+    does not fit either: under full recompute a deferred weight pass keeps the recomputed GEMM
+    inputs and output gradients of its whole stage, and ZB-H1's later ranks defer up to P - 1
+    of them (P = 8: 49.6 GiB). The plan falls back to 1F1B at P = 8 (DP = 128, 64 sequences
+    per DP rank: micro-batch 1 gives M/P = 8; its worst rank, the last with the output layer
+    and logits, 33.7 GiB: over the planner's 90% margin, which no layout meets, so the plan
+    says so)."""
     plan = plan_of(write(tmp_path, SHALLOW), policies)
-    assert (plan.schedule, plan.pipeline, plan.microbatches) == ("zb1p", 8, 64)
+    assert (plan.schedule, plan.pipeline, plan.microbatches) == ("1f1b", 8, 64)
     assert plan.notes == (
         "dualpipev was not possible at any P up to 6 (12 layers, 2 stages per rank): P = 4, "
         "T = 1: 51.1 GiB per GPU is over 37.4 GiB",
+        "zb1p was not possible at any P up to 12 (12 layers, 1 stage per rank): P = 8, T = 1: "
+        "49.6 GiB per GPU is over 37.4 GiB",
+        "none of the policies' schedules (dualpipev, zb1p) fits at any layout: the plan falls "
+        "back to 1F1B, which runs everywhere",
         "no layout keeps the worst rank within 90% of the usable memory (33.7 GiB); this one "
         "needs 33.7 of 37.4 GiB",
     )
 
 
 def test_an_infeasible_note_quotes_the_stage_closest_to_fitting(tmp_path, policies):
-    """At 60B nothing fits. For zb1p at P = 8 the note gives the memory at the micro-batch size
-    that needs the least (micro-batch 1: 62.2 GiB), not at the last one tried (micro-batch 64:
-    152.4 GiB, over twice as much). The manifest already recomputes fully, so the planner has
-    no lever left; the last note prices one more change at that closest layout: only T = 2
-    (which the manifest fixes at 1) would bring it under 37.4 GiB. No GPU count would: at
-    T = 1 the 12 layers allow at most P = 8, so no note of more GPUs."""
+    """At 60B nothing fits, not even the 1F1B fallback. For 1F1B at P = 8 the note gives the
+    memory at the micro-batch size that needs the least (micro-batch 1: 62.1 GiB), not at the
+    last one tried (micro-batch 64, over twice as much). The manifest already recomputes
+    fully, so the planner has no lever left; the last note prices one more change at that
+    closest layout: only T = 2 (which the manifest fixes at 1) would bring it under 37.4 GiB.
+    No GPU count would: at T = 1 the 12 layers allow at most P = 8, so no note of more GPUs."""
     plan = plan_of(write(tmp_path, SHALLOW.replace("30B", "60B")), policies)
     assert plan.status == "infeasible"
     assert plan.notes == (
         "dualpipev was not possible at any P up to 6 (12 layers, 2 stages per rank): P = 4, "
         "T = 1: 93.4 GiB per GPU is over 37.4 GiB",
         "zb1p was not possible at any P up to 12 (12 layers, 1 stage per rank): P = 8, T = 1: "
+        "78.0 GiB per GPU is over 37.4 GiB",
+        "1f1b was not possible at any P up to 12 (12 layers, 1 stage per rank): P = 8, T = 1: "
         "62.1 GiB per GPU is over 37.4 GiB",
         "at the closest layout (P = 8, T = 1, full recompute) the worst rank after one more "
         "change, against 37.4 GiB usable: activation_storage: fp8 -> 61.9 GiB; "
@@ -714,22 +732,29 @@ def test_memory_model_hand_worked(tmp_path, policies):
 
 def test_memory_model_zero1_over_dp_without_dualpipe(tmp_path, policies):
     """The same model with an NCCL all-to-all: RF002 -> Zero Bubble, one parameter copy per
-    rank, the same 10,027,819,008 B of states on both. zb1p at P = 2 holds min(M, P - r)
-    chunks: 2 on rank 0, 1 on rank 1 (as 1F1B). Rank 0: 2 x 8 x 16,777,216 + the recomputed
-    layer 418,296,448 + 2 embedding dropout masks of 8,388,608 = 703,509,120 B of activations
-    and the 1.5 GiB overhead: 12,341,940,864.
-    Rank 1, with the output layer: 8 x 16,777,216 + 418,296,448 = 552,514,176 of activations,
-    and the fp32 logits 536,870,912 next to the overhead (other 2,147,483,648):
-    12,727,816,832, the worst rank."""
+    rank, the same 10,027,819,008 B of states on both. ZB-H1 at P = 2 holds min(M, P - r)
+    chunks as 1F1B does, plus the weight passes it defers: each keeps every GEMM's input and
+    output gradient for the stage's 8 layers, per token 8h (attention and MLP inputs, o-proj
+    and fc2 output gradients) + 2 x 4h (o-proj input, q/k/v output gradients) + top-2 x (4h +
+    4 x 7,629.39) (each routed copy's fc1 and fc2 inputs and output gradients) = 110,187.6 B,
+    451,326,592 B a layer at 4,096 tokens, 3,610,612,736 a stage. Full recompute keeps only
+    16,777,216 B a layer (134,217,728 a stage), so the peaks are where a W waits: rank 0
+    right after its I (one held chunk + one W), rank 1 after its I with the previous
+    micro-batch's W deferred (two W). Rank 0: 134,217,728 + 3,610,612,736 + the recomputed
+    layer 418,296,448 + the embedding's dropout mask 8,388,608 = 4,171,515,520 B of
+    activations, and the 1.5 GiB overhead: 15,809,947,264.
+    Rank 1, with the output layer: 2 x 3,610,612,736 + 418,296,448 = 7,639,521,920 of
+    activations, and the fp32 logits 536,870,912 next to the overhead (other 2,147,483,648):
+    19,814,824,576, the worst rank."""
     plan = plan_of(write(tmp_path, HAND_MOE.replace("deepep", "nccl")), policies)
     assert (plan.schedule, plan.pipeline) == ("zb1p", 2)
-    assert [r.total for r in plan.memory.ranks] == [12_341_940_864, 12_727_816_832]
+    assert [r.total for r in plan.memory.ranks] == [15_809_947_264, 19_814_824_576]
     assert plan.memory.worst.rank == 1
     memory = plan_dict(plan, policies)["memory_bytes"]
     assert memory["replication_extra"] == 0
-    assert memory["activations"] == 552_514_176
+    assert memory["activations"] == 7_639_521_920
     assert memory["other"] == 2_147_483_648
-    assert memory["total"] == 12_727_816_832
+    assert memory["total"] == 19_814_824_576
 
 
 # ---- Determinism and golden plans -------------------------------------------------------------

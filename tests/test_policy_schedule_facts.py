@@ -49,8 +49,10 @@ def test_values_are_the_simulated_ones_at_the_proposal(tmp_path: Path) -> None:
     expected = simulate("zb1p", 16, 120, OpTimes(1, 2, 1, 3))
     assert facts["schedules.zb1p.bubble"] == float(expected.bubble_fraction) == 15 / 375
     assert facts["schedules.dualpipe.bubble"] == facts["proposal.bubble"]
-    assert facts["schedules.zb1p.stage_fits"] is True
-    assert facts["schedules.zb1p.stage_memory_gb"] > 0
+    # ZB-H1's later ranks defer up to P - 1 weight passes, each keeping the GEMM inputs and
+    # output gradients of a stage of DeepSeek-V3's layers (eight routed copies per token)
+    assert facts["schedules.zb1p.stage_fits"] is False
+    assert facts["schedules.zb1p.stage_memory_gb"] > facts["proposal.stage_memory_gb"]
     # interleaved 1F1B needs v >= 2 and the proposal has v = 1: it cannot run, so unset.
     assert facts["schedules.interleaved-1f1b.bubble"] is None
     finding = next(f for f in result.findings if f.code == "TM001")

@@ -395,8 +395,9 @@ def search(
     usable memory, with the manifest's training settings and then each cheap lever of `levers`
     in turn (accumulating); then up to the usable memory itself; full recompute (a third more
     compute) comes last, margin first. The plan says which lever it switched and when it
-    gave up the margin. When still nothing fits, the notes price what would: the remedies at
-    the closest layout and the fewest GPUs (doublings of the job's) at which a plan fits."""
+    gave up the margin. When nothing fits, 1F1B is the last resort; when still nothing fits,
+    the notes price what would make 1F1B fit: the remedies at the closest layout and the
+    fewest GPUs (doublings of the job's) at which a plan fits."""
     usable = sizing.usable_bytes(manifest, settings)
     margin = float(settings["planner"].get("memory_margin", 1.0))
     steps = _lever_steps(manifest)
@@ -441,6 +442,18 @@ def search(
         return SearchResult(found.candidate, tuple(notes), said, tuple(changes.items()))
     assert as_written is not None
     notes = list(as_written.notes)
+    if schedules and "1f1b" not in schedules:
+        # 1F1B runs everywhere, at the least activation memory of the schedules dpguard
+        # plans: the last resort when none of the policies' schedules fits at any layout
+        # (ZB-H1's deferred weight passes can cost more memory than its bubble saves)
+        fallback = search(manifest, ("1f1b",), settings, pipeline_needed)
+        if fallback.candidate is not None:
+            notes.append(
+                f"none of the policies' schedules ({', '.join(schedules)}) fits at any "
+                "layout: the plan falls back to 1F1B, which runs everywhere"
+            )
+        # when 1F1B does not fit either, what would make it fit is priced for 1F1B
+        return replace(fallback, notes=(*notes, *fallback.notes))
     if closest:
         _, sized, strategy = min(closest, key=lambda c: c[0])
         priced = sizing.remedies(sized, strategy, settings, last_resort=True)

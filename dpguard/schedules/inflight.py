@@ -53,6 +53,31 @@ def inflight(
     return (2 * p + 1,) * p  # dualpipev
 
 
+def zb1p_peak(ranks: int, rank: int, microbatches: int, held: float, pending: float) -> float:
+    """Peak memory of `rank` in the ZB-H1 order (orders.zb1p) when a micro-batch's stage
+    activations cost `held` from its F until its I, and what its deferred W needs (each GEMM's
+    input and output gradient; arXiv 2401.10241 Table 1: 32sbh per GPT layer against
+    34sbh + 5as^2b) costs `pending` from its I until its W. Rank r warms up with
+    w = min(P-r-1, M) forwards and then defers r weight passes, so its steady state holds
+    w + 1 forwards and r deferred W before each I, w and r + 1 after it: r deferred W beside
+    1F1B's count. Before iteration k's I it holds w + min(k+1, M-w) - k forwards and min(k, r)
+    deferred W: piecewise linear in k, breaking at k = M-w-1 and k = r, so the peak is at one
+    of those, k = 0 or k = M-1 (tests check it against walking the order)."""
+    p, r, m = ranks, rank, microbatches
+    warm = min(p - r - 1, m)
+    best = 0.0
+    for k in {0, m - warm - 1, r, m - 1}:
+        if 0 <= k < m:
+            forwards = warm + min(k + 1, m - warm) - k
+            deferred = min(k, r)
+            best = max(
+                best,
+                forwards * held + deferred * pending,
+                (forwards - 1) * held + (deferred + 1) * pending,
+            )
+    return best
+
+
 def worst(schedule: str, ranks: int, microbatches: int, virtual_stages: int = 1) -> int:
     """The largest per-rank peak: rank 0 for GPipe, 1F1B, ZB1P and interleaved 1F1B."""
     return max(inflight(schedule, ranks, microbatches, virtual_stages))

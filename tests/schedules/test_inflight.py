@@ -7,7 +7,9 @@ from fractions import Fraction
 import pytest
 
 from dpguard.schedules import SCHEDULES, OpTimes, check, simulate
-from dpguard.schedules.inflight import inflight, worst
+from dpguard.schedules.inflight import inflight, worst, zb1p_peak
+from dpguard.schedules.ops import F, I, W
+from dpguard.schedules.orders import zb1p
 
 TIMES = OpTimes(1, 2, 1, 3)
 # Other op times, to show that the peaks depend on the orders only: F&B at the sum and a
@@ -142,3 +144,39 @@ def test_rejects_exactly_what_check_rejects() -> None:
                             inflight(name, p, m, v)
                     else:
                         assert len(inflight(name, p, m, v)) == p
+
+
+def _walk_peak(order, held: float, pending: float) -> float:
+    """Memory of one rank walking its order: F holds, I turns a hold into a deferred W, W and
+    B free (the definition `zb1p_peak` computes in closed form)."""
+    forwards = deferred = 0
+    best = 0.0
+    for op in order:
+        if op.kind == F:
+            forwards += 1
+        elif op.kind == I:
+            forwards, deferred = forwards - 1, deferred + 1
+        elif op.kind == W:
+            deferred -= 1
+        else:
+            forwards -= 1
+        best = max(best, forwards * held + deferred * pending)
+    return best
+
+
+@pytest.mark.parametrize("ranks", range(1, 13))
+def test_zb1p_peak_with_deferred_weight_passes_matches_walking_the_order(ranks: int) -> None:
+    """ZB-H1 defers rank r's first r weight passes: what they keep (each GEMM's input and
+    output gradient) adds to 1F1B's in-flight count. A W costing less than a held activation
+    (no recompute), about as much (FlashAttention: 32sbh against 34sbh) and far more (full
+    recompute keeps only the layer input) all peak where the closed form says."""
+    for m in range(1, 3 * ranks + 3):
+        _, orders = zb1p(ranks, m)
+        for held, pending in ((1.0, 0.37), (1.0, 0.94), (1.0, 1.0), (1.0, 16.0), (0.0, 1.0)):
+            for r, order in enumerate(orders):
+                got = zb1p_peak(ranks, r, m, held, pending)
+                assert got == pytest.approx(_walk_peak(order, held, pending)), (m, r)
+    # without deferred weight passes' cost, the peak is 1F1B's in-flight count
+    assert [zb1p_peak(ranks, r, 4 * ranks, 1.0, 0.0) for r in range(ranks)] == list(
+        inflight("zb1p", ranks, 4 * ranks)
+    )
