@@ -736,7 +736,7 @@ class _StageStates(NamedTuple):
 
 
 def _sum_states(parts: list[_StageStates]) -> _StageStates:
-    return parts[0] if len(parts) == 1 else _StageStates(*map(sum, zip(*parts, strict=True)))
+    return _StageStates(*map(sum, zip(*parts, strict=True)))
 
 
 def estimate(
@@ -889,7 +889,9 @@ def estimate(
     for r in range(pipeline.ranks):
         own = by_rank[r]
         held = list(own)
-        mine = _sum_states([stage_states[s] for s in own])
+        mine = (
+            stage_states[own[0]] if len(own) == 1 else _sum_states([stage_states[s] for s in own])
+        )
         w, g, o = mine.weights, mine.gradients, mine.optimizer
         replica = 0.0
         if pipeline.mirror:  # DualPipe: rank r also runs stage P-1-r of the other direction
@@ -906,13 +908,9 @@ def estimate(
         # Each in-flight unit is one micro-batch through one of the rank's stages: the rank's
         # layers per stage, at the rank's average bytes per layer.
         activations = units * sum(stage_acts[s] for s in held) / len(held)
-        if stage_wgrads:  # ZB-H1: the deferred weight passes' inputs and output gradients
+        if stage_wgrads:  # ZB-H1 (one stage per rank): its deferred weight passes
             activations = zb1p_peak(
-                pipeline.ranks,
-                r,
-                pipeline.microbatches,
-                activations / units,
-                sum(stage_wgrads[s] for s in held) / len(held),
+                pipeline.ranks, r, pipeline.microbatches, activations / units, stage_wgrads[own[0]]
             )
         activations += working if layer_count else 0.0
         loss = 0.0

@@ -65,6 +65,8 @@ def zb1p_peak(ranks: int, rank: int, microbatches: int, held: float, pending: fl
     of those, k = 0 or k = M-1 (tests check it against walking the order)."""
     p, r, m = ranks, rank, microbatches
     warm = min(p - r - 1, m)
+    if r < m - warm:  # the steady state is reached (M >= P): its k = r is the peak
+        return (warm + 1) * held + r * pending + max(0.0, pending - held)
     best = 0.0
     for k in {0, m - warm - 1, r, m - 1}:
         if 0 <= k < m:
