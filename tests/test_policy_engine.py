@@ -953,7 +953,7 @@ def test_a_team_row_appended_after_the_shipped_table_is_reported(
     core = next(p for p in shipped_paths() if p.endswith("core.yaml"))
     assert capsys.readouterr().out.splitlines()[0] == (
         f"{path}:5:5: decision row TD001 can never match: the earlier rows "
-        f"DT004 ({core}:34:5), DT003 ({core}:47:5), DT002 ({core}:65:5) together match every "
+        f"DT004 ({core}:34:5), DT003 ({core}:47:5), DT002 ({core}:69:5) together match every "
         "manifest it matches"
     )
 
