@@ -129,15 +129,16 @@ def _fit(
         if key not in attempt.estimates:
             attempt.estimates[key] = sizing.stage_memory(sized, s, settings)
         estimate = attempt.estimates[key]
-        if estimate is not None and estimate.worst.total <= attempt.limit:
-            return Candidate(s, mbs, estimate)
         if estimate is None:
             continue
+        total = estimate.worst.total
+        if total <= attempt.limit:
+            return Candidate(s, mbs, estimate)
         # Activations grow with the micro-batch, states do not depend on it.
         over = mbs if over is None else min(over, mbs)
-        if smallest is None or estimate.worst.total < smallest:
-            smallest = estimate.worst.total
-            attempt.closest.append((estimate.worst.total, sized, s))
+        if smallest is None or total < smallest:
+            smallest = total
+            attempt.closest.append((total, sized, s))
         attempt.floors[base] = max(r.states for r in estimate.ranks)
         hopeless = attempt.floors[base] > attempt.limit
     if smallest is not None:
