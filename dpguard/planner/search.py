@@ -465,7 +465,7 @@ def search(
                 f"{sized.training.activation_recompute} recompute) the worst rank after one "
                 f"more change, against {usable / sizing.GIB:.1f} GiB usable: {what}"
             )
-    notes.extend(_fewest_gpus(manifest, schedules, settings, pipeline_needed, steps[-1]))
+    notes.extend(_fewest_gpus(manifest, settings, pipeline_needed, steps[-1]))
     return SearchResult(None, tuple(notes))
 
 
@@ -475,14 +475,13 @@ _GROWTH = tuple(2**k for k in range(1, 11))
 
 def _fewest_gpus(
     manifest: Manifest,
-    schedules: tuple[str, ...],
     settings: Mapping[str, Any],
     pipeline_needed: bool,
     levers_on: dict[str, Any],
 ) -> tuple[str, ...]:
-    """The first doubling of the job's GPUs at which a layout fits with every lever on (one
-    layout search per count, not the plan's full sequence), as a note: what "more GPUs" means
-    in numbers. Empty when none up to 1024x does."""
+    """The first doubling of the job's GPUs at which a 1F1B layout fits with every lever on
+    (one layout search per count, not the plan's full sequence), as a note: what "more GPUs"
+    means in numbers. Empty when none up to 1024x does."""
     cluster = manifest.cluster
     # every byte of the model states sits on some GPU: no layout of g GPUs holds less than
     # 1/g of them on its worst one, so counts below that bound need no search
@@ -501,7 +500,8 @@ def _fewest_gpus(
             manifest, cluster=replace(cluster, gpus=cluster.gpus * factor), training=training
         )
         attempt = _Attempt(usable, [], {}, {})
-        found = _search_layout(grown, schedules, settings, pipeline_needed, attempt)
+        # 1F1B: the planner's last resort, so the first count at which a plan exists
+        found = _search_layout(grown, ("1f1b",), settings, pipeline_needed, attempt)
         if found.candidate is None:
             continue
         s, worst = found.candidate.strategy, found.candidate.memory.worst.total
