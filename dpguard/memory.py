@@ -537,10 +537,17 @@ def layer_wgrad_bytes(
     arch: Architecture, moe_layer: bool, parallel: ParallelDegrees, training: TrainingSetup
 ) -> float:
     """Bytes one layer keeps on one GPU for one micro-batch's deferred W pass."""
+    return _on_one_gpu(arch, parallel, training, wgrad_token_bytes(arch, moe_layer, training))
+
+
+def _on_one_gpu(
+    arch: Architecture, parallel: ParallelDegrees, training: TrainingSetup, b: TokenBytes
+) -> float:
+    """A layer's per-token bytes `b` for one micro-batch (its s/CP tokens) on one GPU."""
     tokens = arch.seq_len / parallel.context * training.micro_batch_size
-    b = wgrad_token_bytes(arch, moe_layer, training)
-    seq_div = parallel.tensor if parallel.sp else 1
-    return tokens * ((b.seq + b.expert) / seq_div + b.tp / parallel.tensor)
+    t = parallel.tensor
+    seq_div = t if parallel.sp else 1
+    return tokens * ((b.seq + b.expert) / seq_div + (b.tp + b.scores * arch.seq_len) / t + b.full)
 
 
 def layer_activation_bytes(
@@ -548,16 +555,14 @@ def layer_activation_bytes(
 ) -> float:
     """Bytes one layer stores for one micro-batch on one GPU (its s/CP tokens; the score
     terms, without FlashAttention, run over all s keys)."""
-    tokens = arch.seq_len / parallel.context * training.micro_batch_size
-    t = parallel.tensor
-    seq_div = t if parallel.sp else 1
     if training.activation_recompute == "full":
-        return tokens * 2.0 * arch.hidden_size / seq_div  # the checkpointed layer input
+        # the checkpointed layer input
+        return _on_one_gpu(arch, parallel, training, TokenBytes(seq=2.0 * arch.hidden_size))
     if training.activation_recompute == "selective_op":
         b = op_checkpoint_token_bytes(arch, moe_layer, parallel)
     else:
         b = layer_token_bytes(arch, moe_layer, training)
-    return tokens * ((b.seq + b.expert) / seq_div + (b.tp + b.scores * arch.seq_len) / t + b.full)
+    return _on_one_gpu(arch, parallel, training, b)
 
 
 # ---- Per-rank memory --------------------------------------------------------------------------
@@ -828,16 +833,18 @@ def estimate(
             kinds[kind] = states(stage)
         stage_states.append(kinds[kind])
 
+    def by_kind(per_layer: dict[bool, float], layers: range) -> float:
+        """`per_layer` bytes (keyed by `moe`) summed over `layers`."""
+        moe = arch.moe_layers_in(layers)
+        return (len(layers) - moe) * per_layer[False] + (moe * per_layer[True] if moe else 0.0)
+
     def stage_act(layers: range) -> float:
         if block:  # Megatron-core's block method: the first N layers of each stage
             n = min(training.recompute_num_layers, len(layers))
-            rest = range(layers.start + n, layers.stop)
-            moe = arch.moe_layers_in(rest)
-            return n * act[False] + (len(rest) - moe) * kept[False] + moe * kept.get(True, 0.0)
+            return n * act[False] + by_kind(kept, range(layers.start + n, layers.stop))
         if group > 1:  # one kept input per group of layers (the input is the same either kind)
             return -(-len(layers) // group) * act[False]
-        moe = arch.moe_layers_in(layers)
-        return (len(layers) - moe) * act[False] + (moe * act[True] if moe else 0.0)
+        return by_kind(act, layers)
 
     # per stage once: a rank sums over the stages it holds (the planner sizes hundreds of
     # layouts of up to 64 ranks, so the per-rank loop is what it pays for)
@@ -847,9 +854,7 @@ def estimate(
         from dpguard.schedules.inflight import zb1p_peak  # as sizing.pipeline_layout does
 
         wgrad = {m: layer_wgrad_bytes(arch, m, parallel, training) for m in act}
-        for layers in stages:
-            moe = arch.moe_layers_in(layers)
-            stage_wgrads.append((len(layers) - moe) * wgrad[False] + moe * wgrad.get(True, 0.0))
+        stage_wgrads = [by_kind(wgrad, layers) for layers in stages]
     if arch.dropout:
         # The embedding runs outside the recomputed blocks (Megatron-core's
         # LanguageModelEmbedding, DeepSpeed PipelineModule._is_checkpointable): its dropout

@@ -28,7 +28,7 @@ from typing import Any
 
 from dpguard import sizing
 from dpguard.manifest import Manifest
-from dpguard.memory import MemoryEstimate, state_bytes
+from dpguard.memory import MemoryEstimate, sharded_bytes
 
 
 @dataclass(frozen=True)
@@ -485,12 +485,7 @@ def _fewest_gpus(
     cluster = manifest.cluster
     # every byte of the model states sits on some GPU: no layout of g GPUs holds less than
     # 1/g of them on its worst one, so counts below that bound need no search
-    per_param = state_bytes(sizing.training_setup(manifest))
-    states = manifest.model.total_params * (
-        per_param.weights
-        + per_param.gradients
-        + per_param.optimizer * (1 - manifest.training.optimizer_offload)
-    )
+    states = manifest.model.total_params * sum(sharded_bytes(sizing.training_setup(manifest), 1))
     usable = sizing.usable_bytes(manifest, settings)
     training = replace(manifest.training, **levers_on)
     for factor in _GROWTH:

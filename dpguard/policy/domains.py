@@ -27,6 +27,7 @@ Range = tuple[float, float]  # inclusive
 _FRACTION: Range = (0.0, 1.0)
 _COUNT: Range = (1.0, math.inf)
 _NON_NEGATIVE: Range = (0.0, math.inf)
+_ANY: Range = (-math.inf, math.inf)
 
 # Derived facts and quantities the schema writes as strings ("13B"): what they are.
 _DERIVED: dict[str, Range] = {
@@ -44,10 +45,7 @@ _DERIVED: dict[str, Range] = {
     "framework.layers_dropped": _NON_NEGATIVE,
     "policy.memory_headroom": (0.0, 0.9),
     "policy.usable_memory_gb": _NON_NEGATIVE,
-    "plan.recommended_saving_gpu_hours": (
-        -math.inf,
-        math.inf,
-    ),  # negative: the proposal's is cheaper
+    "plan.recommended_saving_gpu_hours": _ANY,  # negative: the proposal's is cheaper
 }
 
 
