@@ -50,6 +50,7 @@ model:
   vocab_size: 129280
   experts: 256
   experts_per_token: 8
+  untie_embeddings: true
 training:
   tokens: 14.8T
   global_batch_size: {gbs}
@@ -58,7 +59,6 @@ parallelism:
   pipeline: 16
   expert: 64
   schedule: dualpipe
-  untie_embeddings: true
 communication: {{all_to_all_kernel: deepep}}
 """
 

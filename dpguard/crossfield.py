@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from dpguard.catalog import Catalog
-from dpguard.manifest import derived_sizes, parse_quantity
+from dpguard.frameworks import profiles
+from dpguard.hints import hint
+from dpguard.manifest import DEPRECATED, derived_sizes, parse_quantity
 from dpguard.yamlsource import Path, SourceDoc
 
 
@@ -148,6 +150,7 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
         )
     yield from _parameter_split(raw, arch, total, active, experts, top_k)
     yield from _architecture(raw, arch)
+    yield from _runtime(raw)
 
     if raw.get("parallelism") is None:
         return
@@ -279,7 +282,7 @@ def _parameter_split(
         return  # out-of-range totals are X016's to report
     if total < _PLAUSIBLE_MIN["model.total_params"]:
         return  # a missing suffix: X029 says so, a negative layer budget would only confuse
-    untied = raw.get("parallelism.untie_embeddings") is True
+    untied = raw.get("model.untie_embeddings", raw.get("parallelism.untie_embeddings")) is True
     embeddings = vocab * hidden * (2 if untied else 1)
     routed = 0.0
     if arch == "moe":
@@ -344,3 +347,41 @@ def _architecture(raw: Raw, arch: Any) -> Iterator[tuple[str, str, str]]:
             "X024",
             f"dense_layers ({dense_layers}) must be smaller than layers ({layers}) on an MoE model",
         )
+
+
+def _runtime(raw: Raw) -> Iterator[tuple[str, str, str]]:
+    """The framework names a profile (X032); a key is not written at its deprecated and its
+    new place with different values (X033); `runtime:` overrides only traits the framework's
+    profile has (X034: torchtitan has no Transformer Engine weight cache to turn off)."""
+    framework = raw.get("training.framework")
+    known = profiles.load_profiles()
+    if isinstance(framework, str) and framework not in known:
+        yield (
+            "training.framework",
+            "X032",
+            f"training.framework is {framework!r}, which names no framework profile; known: "
+            f"{', '.join(sorted(known))}{hint(framework, list(known))}",
+        )
+        framework = None
+    for old, new in DEPRECATED.items():
+        if raw.has(old) and raw.has(new) and raw.get(old) != raw.get(new):
+            yield (
+                old,
+                "X033",
+                f"{old} is {raw.get(old)!r} but {new} is {raw.get(new)!r}: {old} is the "
+                f"deprecated spelling of {new}; keep {new} only",
+            )
+    if not isinstance(framework, str):
+        return  # the default profile has every trait; an unknown one is reported above
+    chosen = known[framework]
+    for trait in profiles.TRAITS:
+        for where in (f"runtime.{trait}", f"training.{trait}"):
+            if raw.has(where) and trait not in chosen.traits:
+                yield (
+                    where,
+                    "X034",
+                    f"{where}: {chosen.title} has no {trait} trait to override "
+                    f"(policies/frameworks/{framework}.yaml; its traits: "
+                    f"{', '.join(sorted(chosen.traits))})",
+                )
+

@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from dpguard.catalog import Catalog
+from dpguard.frameworks import profiles
 from dpguard.memory import MLA
 from dpguard.yamlsource import Path, Position, SourceDoc
 
@@ -105,6 +106,7 @@ class Model:
     shared_experts: int
     dense_layers: int
     mtp_layers: int
+    untie_embeddings: bool = False
 
     @property
     def is_moe(self) -> bool:
@@ -127,6 +129,18 @@ class Training:
     activation_offload: bool
     optimizer_offload: float
     optimizer_moment_dtype: str  # fp32 | bf16
+    framework: str | None  # training.framework as written (or read); None: unstated
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The runtime traits that price memory: the framework profile's values
+    (policies/frameworks), then the manifest's `runtime:` overrides. `profile` is the profile
+    they came from: the stated framework's, or the default one when none is stated."""
+
+    profile: str
+    stated: bool  # the framework was stated (training.framework or a framework reader)
+    overrides: tuple[str, ...]  # the traits the manifest itself sets, sorted
     main_grad_dtype: str  # fp32 | bf16
     bf16_grads_kept: bool  # DeepSpeed's BF16_Optimizer keeps the bf16 grads beside its fp32 ones
     fp8_weight_cache: bool  # TE keeps an FP8 copy of each weight over a step (no FP8 params)
@@ -136,6 +150,11 @@ class Training:
     cross_entropy: str  # fused | unfused
     tensor_parallel_impl: str  # megatron | dtensor
     pipeline_parallel_impl: str  # megatron | torch | deepspeed
+
+    def overridden(self) -> dict[str, Any]:
+        """The traits the manifest sets, by name: applied over every profile for the band of
+        a manifest that names no framework."""
+        return {name: getattr(self, name) for name in self.overrides}
 
 
 @dataclass(frozen=True)
@@ -147,7 +166,6 @@ class Parallelism:
     context: int
     microbatches: int | None  # as written; the effective M is Manifest.microbatches
     schedule: str | None
-    untie_embeddings: bool
     account_for_embedding: bool = False  # the split counts the embedding as a layer
     account_for_loss: bool = False  # ... and the output layer + loss as another
     stage_layers: tuple[int, ...] | None = None  # layers per stage, when set by hand
@@ -172,6 +190,7 @@ class Manifest:
     cluster: Cluster
     model: Model
     training: Training
+    runtime: Runtime
     parallelism: Parallelism | None  # None: the team asks dpguard to plan
     communication: Communication
     data_parallel: int | None  # gpus / (tensor x pipeline x context), when parallelism is given
@@ -222,6 +241,47 @@ def _plain(items: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _split(dotted: str) -> Path:
     return tuple(dotted.split(".")) if dotted else ()
+
+
+# Deprecated spelling -> the key's new place (schemas/manifest.schema.json marks the old one
+# `deprecated`, with `x-replaced-by`): the validator reports each (S008) and a conflict (X033),
+# the policy facts keep the old names as aliases.
+DEPRECATED = {
+    **{f"training.{trait}": f"runtime.{trait}" for trait in profiles.TRAITS},
+    "parallelism.untie_embeddings": "model.untie_embeddings",
+}
+
+# Keys of `parallelism:` that describe no layout: written alone, nothing is proposed (the
+# deprecated place of untie_embeddings, a model property).
+PROPOSAL_NEUTRAL = frozenset({"untie_embeddings"})
+
+
+def p_untied(data: Mapping[str, Any]) -> bool:
+    """untie_embeddings at its deprecated place (parallelism), False when not written."""
+    return bool((data.get("parallelism") or {}).get("untie_embeddings", False))
+
+
+def runtime_overrides(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The traits a manifest sets: `runtime:`, over the deprecated `training.*` spellings
+    (validation reports them, and reports both written differently)."""
+    training, runtime = data.get("training") or {}, data.get("runtime") or {}
+    written = {k: training[k] for k in profiles.TRAITS if k in training}
+    written.update({k: runtime[k] for k in profiles.TRAITS if k in runtime})
+    return written
+
+
+def build_runtime(data: Mapping[str, Any], framework: str | None = None) -> Runtime:
+    """The runtime traits of a validated manifest under its framework's profile (or under
+    `framework`'s, which the band of a framework-less manifest tries one by one)."""
+    stated = (data.get("training") or {}).get("framework")
+    chosen = profiles.profile(framework or stated)
+    written = runtime_overrides(data)
+    return Runtime(
+        profile=chosen.name,
+        stated=stated is not None,
+        overrides=tuple(sorted(k for k in written if k in chosen.traits)),
+        **chosen.runtime(written),
+    )
 
 
 def derived_sizes(
@@ -299,6 +359,7 @@ def build_manifest(
         shared_experts=m.get("shared_experts", 0),
         dense_layers=m.get("dense_layers", 0),
         mtp_layers=m.get("mtp_layers", 0),
+        untie_embeddings=m.get("untie_embeddings", p_untied(data)),
     )
     training = Training(
         tokens=parse_quantity(t["tokens"]),
@@ -315,19 +376,11 @@ def build_manifest(
         activation_offload=t.get("activation_offload", False),
         optimizer_offload=float(t.get("optimizer_offload", 0)),
         optimizer_moment_dtype=t.get("optimizer_moment_dtype", "fp32"),
-        main_grad_dtype=t.get("main_grad_dtype", "fp32"),
-        bf16_grads_kept=t.get("bf16_grads_kept", False),
-        fp8_weight_cache=t.get("fp8_weight_cache", False),
-        fp8_param_gather=t.get("fp8_param_gather", False),
-        parameter_transpose_cache=t.get("parameter_transpose_cache", True),
-        flash_attention=t.get("flash_attention", True),
-        cross_entropy=t.get("cross_entropy", "fused"),
-        tensor_parallel_impl=t.get("tensor_parallel_impl", "megatron"),
-        pipeline_parallel_impl=t.get("pipeline_parallel_impl", "megatron"),
+        framework=t.get("framework"),
     )
     parallelism, dp, micro = None, None, None
-    if "parallelism" in data:
-        p = data["parallelism"]
+    p = data.get("parallelism", {})
+    if "parallelism" in data and not (p and set(p) <= PROPOSAL_NEUTRAL):
         parallelism = Parallelism(
             tensor=p.get("tensor", 1),
             pipeline=p.get("pipeline", 1),
@@ -336,7 +389,6 @@ def build_manifest(
             context=p.get("context", 1),
             microbatches=p.get("microbatches"),
             schedule=p.get("schedule"),
-            untie_embeddings=p.get("untie_embeddings", False),
             account_for_embedding=p.get("account_for_embedding", False),
             account_for_loss=p.get("account_for_loss", False),
             stage_layers=tuple(p["stage_layers"]) if "stage_layers" in p else None,
@@ -357,6 +409,7 @@ def build_manifest(
         cluster=cluster,
         model=model,
         training=training,
+        runtime=build_runtime(data),
         parallelism=parallelism,
         communication=Communication(
             all_to_all_kernel=data.get("communication", {}).get("all_to_all_kernel", "none")

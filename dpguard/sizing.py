@@ -17,7 +17,8 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from dpguard import compute, memory
-from dpguard.manifest import Manifest, format_quantity
+from dpguard.frameworks import profiles
+from dpguard.manifest import Manifest, Runtime, build_runtime, format_quantity
 
 GIB = memory.GIB
 
@@ -90,13 +91,16 @@ def architecture(manifest: Manifest) -> memory.Architecture:
         shared_experts=m.shared_experts,
         dense_layers=m.dense_layers if m.is_moe else 0,
         mtp_layers=m.mtp_layers,
-        tied_embeddings=not (manifest.parallelism and manifest.parallelism.untie_embeddings),
+        tied_embeddings=not m.untie_embeddings,
     )
 
 
-def training_setup(manifest: Manifest, **changes: Any) -> memory.TrainingSetup:
-    """The manifest's training settings; `changes` override fields (the planner's levers)."""
-    t = manifest.training
+def training_setup(
+    manifest: Manifest, runtime: Runtime | None = None, **changes: Any
+) -> memory.TrainingSetup:
+    """The manifest's training settings under its runtime traits (or `runtime`, another
+    profile's); `changes` override fields (the planner's levers)."""
+    t, r = manifest.training, runtime or manifest.runtime
     setup = memory.TrainingSetup(
         precision=t.precision,  # type: ignore[arg-type]
         zero_stage=t.zero_stage,
@@ -106,20 +110,20 @@ def training_setup(manifest: Manifest, **changes: Any) -> memory.TrainingSetup:
         recompute_num_layers=t.recompute_num_layers,
         micro_batch_size=t.micro_batch_size,
         optimizer_moment_bytes=2 if t.optimizer_moment_dtype == "bf16" else 4,
-        grad_bytes=2 if t.main_grad_dtype == "bf16" else 4,
-        bf16_grads_kept=t.bf16_grads_kept,
-        fp8_weights=t.precision == "fp8" and t.fp8_param_gather and not t.parameter_transpose_cache,
+        grad_bytes=2 if r.main_grad_dtype == "bf16" else 4,
+        bf16_grads_kept=r.bf16_grads_kept,
+        fp8_weights=t.precision == "fp8" and r.fp8_param_gather and not r.parameter_transpose_cache,
         fp8_weight_cache=t.precision == "fp8"
-        and t.fp8_weight_cache
-        and not t.fp8_param_gather
-        and t.parameter_transpose_cache,
+        and r.fp8_weight_cache
+        and not r.fp8_param_gather
+        and r.parameter_transpose_cache,
         activation_fp8=t.activation_storage == "fp8",
         activation_offload=t.activation_offload,
         optimizer_offload=t.optimizer_offload,
-        flash_attention=t.flash_attention,
-        fused_cross_entropy=t.cross_entropy == "fused",
-        dtensor_tp=t.tensor_parallel_impl == "dtensor",
-        pipeline_impl=t.pipeline_parallel_impl,  # type: ignore[arg-type]
+        flash_attention=r.flash_attention,
+        fused_cross_entropy=r.cross_entropy == "fused",
+        dtensor_tp=r.tensor_parallel_impl == "dtensor",
+        pipeline_impl=r.pipeline_parallel_impl,  # type: ignore[arg-type]
     )
     return replace(setup, **changes) if changes else setup
 
@@ -323,18 +327,59 @@ def stage_memory(
     s: Strategy,
     settings: Mapping[str, Any],
     training: memory.TrainingSetup | None = None,
+    span: bool = False,
 ) -> memory.MemoryEstimate | None:
-    """Memory of every pipeline rank under `s` (None when the schedule rejects the strategy)."""
+    """Memory of every pipeline rank under `s` (None when the schedule rejects the strategy).
+    With `span` (a verdict, not the planner's search), a manifest that names no framework gets
+    the band of every framework profile: each rank's low bound is the lowest of any profile's,
+    its high bound the highest, the central estimate the default profile's."""
     layout = pipeline_layout(s)
     if layout is None:
         return None
-    return memory.estimate(
-        architecture(manifest),
-        parallel_degrees(manifest, s),
-        training or training_setup(manifest),
-        layout,
-        uncertainty(settings),
+    arch, degrees, band = architecture(manifest), parallel_degrees(manifest, s), uncertainty(settings)
+    central = memory.estimate(
+        arch, degrees, training or training_setup(manifest), layout, band
     )
+    if not span or manifest.runtime.stated:
+        profile = manifest.runtime.profile
+        changed = ", ".join(manifest.runtime.overrides)
+        line = f"runtime traits of the {profile} profile (policies/frameworks/{profile}.yaml)"
+        line += f", overridden: {changed}" if changed else ""
+        return central._replace(assumptions=(*central.assumptions, line))
+    others = []
+    for name, runtime in alternative_runtimes(manifest):
+        other = memory.estimate(arch, degrees, training_setup(manifest, runtime), layout, band)
+        others.append((name, other))
+    ranks = tuple(
+        rank._replace(
+            low=min(rank.low, *(o.ranks[i].low for _, o in others)),
+            high=max(rank.high, *(o.ranks[i].high for _, o in others)),
+        )
+        for i, rank in enumerate(central.ranks)
+    )
+    worst = central.worst.rank
+    alternatives = ", ".join(f"{name} {o.ranks[worst].total / GIB:.1f}" for name, o in others)
+    line = (
+        f"no framework named: the central estimate assumes the {manifest.runtime.profile} "
+        f"runtime and the band spans every framework profile (worst rank: {alternatives} GiB); "
+        "training.framework narrows it"
+    )
+    return memory.MemoryEstimate(ranks, (*central.assumptions, line))
+
+
+def alternative_runtimes(manifest: Manifest) -> tuple[tuple[str, Runtime], ...]:
+    """(profile names, runtime) of every framework profile whose runtime prices memory
+    differently from the manifest's own (the default profile's when none is named), with the
+    manifest's `runtime:` overrides applied; profiles that price alike are named together."""
+    own = training_setup(manifest)
+    groups: dict[memory.TrainingSetup, list[str]] = {own: []}
+    runtimes: dict[memory.TrainingSetup, Runtime] = {}
+    for name in profiles.names():
+        runtime = build_runtime(manifest.source.data, name)
+        setup = training_setup(manifest, runtime)
+        groups.setdefault(setup, []).append(name)
+        runtimes.setdefault(setup, runtime)
+    return tuple(("/".join(names), runtimes[setup]) for setup, names in groups.items() if setup != own)
 
 
 def verdict(
@@ -375,8 +420,8 @@ def remedies(
     left out."""
     t, m, c = manifest.training, manifest.model, manifest.cluster
     trials: list[tuple[str, Manifest, Strategy, dict[str, Any]]] = []
-    if t.cross_entropy == "unfused":
-        trials.append(("cross_entropy: fused", manifest, s, {"fused_cross_entropy": True}))
+    if manifest.runtime.cross_entropy == "unfused":
+        trials.append(("runtime.cross_entropy: fused", manifest, s, {"fused_cross_entropy": True}))
     if t.activation_storage != "fp8" and t.activation_recompute != "selective_op":
         # (per-op checkpointing saves bf16 matmul outputs: FP8 input caching changes nothing)
         trials.append(("activation_storage: fp8", manifest, s, {"activation_fp8": True}))

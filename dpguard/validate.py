@@ -20,6 +20,8 @@ from dpguard.crossfield import Raw, cross_field_problems
 from dpguard.errors import ConfigError
 from dpguard.findings import Finding, Severity
 from dpguard.hints import closest, hint
+from dpguard.manifest import DEPRECATED
+from dpguard.yamlevents import value_at
 from dpguard.yamlsource import Path, SourceDoc
 
 SCHEMA_FILE = "manifest.schema.json"
@@ -267,6 +269,18 @@ def validate(doc: SourceDoc, catalog: Catalog, composed: bool = False) -> list[F
         if composed and code == "S002":
             continue
         findings.append(Finding(doc.file(path), *doc.position(path), code, Severity.ERROR, message))
+    for old, new in DEPRECATED.items():
+        path = tuple(old.split("."))
+        if value_at(doc.data, path) is not None and path not in broken:
+            findings.append(
+                Finding(
+                    doc.file(path),
+                    *doc.position(path),
+                    "S008",
+                    Severity.INFO,
+                    f"{old} is deprecated: write it as {new} (same meaning)",
+                )
+            )
     for where, code, message in cross_field_problems(Raw(doc, broken), catalog):
         path = tuple(where.split("."))
         if composed and code == "X029":

@@ -124,7 +124,7 @@ def test_megatron_script_to_manifest(tmp_path: Path) -> None:
         "parallelism.pipeline": 4,
         "parallelism.schedule": "1f1b",
         "parallelism.tensor": 2,
-        "parallelism.untie_embeddings": False,
+        "model.untie_embeddings": False,
         "training.activation_recompute": "selective",
         "training.global_batch_size": 256,
         "training.micro_batch_size": 1,
@@ -256,7 +256,7 @@ def test_flagscale_reads_the_train_file_it_names() -> None:
 def test_bridge_and_deepspeed() -> None:
     bridge = read(str(FRAMEWORKS / "bridge-seq.yaml"), "bridge")
     assert bridge.values["model.kv_heads"] == 8
-    assert bridge.values["parallelism.untie_embeddings"] is True
+    assert bridge.values["model.untie_embeddings"] is True
     assert bridge.facts["framework.sequence_lengths"] == "8192 (line 10), 4096 (line 18)"
     ds = read(str(FRAMEWORKS / "deepspeed-pipe.json"), "deepspeed")
     assert ds.values["training.zero_stage"] == 2 and ds.facts["framework.zero_with_pipeline"]
@@ -708,8 +708,8 @@ def test_torchtitan_pipelines_with_torch_pipelining(tmp_path: Path) -> None:
     )
     staged = read(write(tmp_path, "a.toml", text.format(pp=2)), "torchtitan")
     flat = read(write(tmp_path, "b.toml", text.format(pp=1)), "torchtitan")
-    assert staged.values["training.pipeline_parallel_impl"] == "torch"
-    assert "training.pipeline_parallel_impl" not in flat.values
+    assert staged.values["runtime.pipeline_parallel_impl"] == "torch"
+    assert "runtime.pipeline_parallel_impl" not in flat.values
 
 
 @pytest.mark.parametrize(
@@ -855,7 +855,7 @@ def test_torchtitan_loss_is_fused_when_torch_compile_compiles_it(
 ) -> None:
     text = '[model]\nname = "llama3"\nflavor = "8B"\n' + tables
     values = read(write(tmp_path, "job.toml", text), "torchtitan").values
-    assert values["training.cross_entropy"] == loss
+    assert values["runtime.cross_entropy"] == loss
 
 
 @pytest.mark.parametrize(
@@ -911,7 +911,7 @@ def test_megatron_deepspeed_pipelines_with_deepspeed_s_engine(
 ) -> None:
     text = f"deepspeed pretrain_gpt.py --bf16 --num-layers 72 {flags}\n"
     values = read(write(tmp_path, "train.sh", text), "megatron").values
-    assert values.get("training.pipeline_parallel_impl") == impl
+    assert values.get("runtime.pipeline_parallel_impl") == impl
 
 
 @pytest.mark.parametrize(
@@ -1003,11 +1003,11 @@ def test_megatron_deepspeed_reads_as_its_frameworks_ran(tmp_path: Path) -> None:
     values = read(write(tmp_path, "tr11.slurm", MEGATRON_DEEPSPEED), "megatron").values
     assert {k: v for k, v in values.items() if k.startswith("training.")} == {
         "training.activation_recompute": "full",
-        "training.bf16_grads_kept": True,
-        "training.flash_attention": False,
+        "runtime.bf16_grads_kept": True,
+        "runtime.flash_attention": False,
         "training.global_batch_size": 2048,
         "training.micro_batch_size": 2,
-        "training.pipeline_parallel_impl": "deepspeed",
+        "runtime.pipeline_parallel_impl": "deepspeed",
         "training.precision": "bf16",
         "training.sequence_parallel": False,
         "training.tokens": 220_000_000 * 2048,
@@ -1049,7 +1049,7 @@ def test_megatron_deepspeed_zero_stage_is_deepspeeds(
 ) -> None:
     text = f"torchrun pretrain_gpt.py --bf16 --pipeline-model-parallel-size 2 {flags}\n"
     values = read(write(tmp_path, "train.sh", text), "megatron").values
-    assert (values["training.zero_stage"], values.get("training.bf16_grads_kept")) == (zero, kept)
+    assert (values["training.zero_stage"], values.get("runtime.bf16_grads_kept")) == (zero, kept)
 
 
 @pytest.mark.parametrize(
@@ -1061,7 +1061,7 @@ def test_megatron_deepspeed_attention_keeps_its_scores_unless_a_flash_flag_says(
 ) -> None:
     text = f"torchrun pretrain_gpt.py --bf16 --num-layers 24 {flags}\n"
     assert (
-        read(write(tmp_path, "train.sh", text), "megatron").values.get("training.flash_attention")
+        read(write(tmp_path, "train.sh", text), "megatron").values.get("runtime.flash_attention")
         == flash
     )
 

@@ -19,6 +19,7 @@ from dpguard import codes
 from dpguard.catalog import load_catalog
 from dpguard.check import check_file
 from dpguard.findings import Severity
+from dpguard.frameworks.profiles import TRAITS, default_profile
 from dpguard.manifest import MLA, Manifest, build_manifest, derived_sizes, parse_quantity
 from dpguard.validate import schema_problems, validate
 from dpguard.yamlsource import load_file, load_text
@@ -76,6 +77,7 @@ model:
   shared_experts: 1
   dense_layers: 3
   mtp_layers: 1
+  untie_embeddings: true
 training:
   tokens: 14.8T
   global_batch_size: 15360
@@ -89,6 +91,7 @@ training:
   activation_offload: true
   optimizer_offload: 0.5
   optimizer_moment_dtype: bf16
+runtime:
   main_grad_dtype: bf16
   flash_attention: false
   cross_entropy: unfused
@@ -101,7 +104,6 @@ parallelism:
   context: 1
   microbatches: 120
   schedule: dualpipe
-  untie_embeddings: true
   account_for_embedding: false
   account_for_loss: false
 communication:
@@ -193,8 +195,8 @@ def manifest(text: str) -> Manifest:
 def test_full_manifest_is_valid() -> None:
     assert findings(FULL) == []
     assert LINE["cluster.interconnect.intra_node"] == 17
-    assert LINE["parallelism.microbatches"] == 66
-    assert len(LINE) == 72
+    assert LINE["parallelism.microbatches"] == 68
+    assert len(LINE) == 73
 
 
 # --- S002: required keys ----------------------------------------------------------------------
@@ -332,7 +334,7 @@ TYPES = [
     ("training.activation_offload", "1", "true or false", "1"),
     ("training.optimizer_offload", "'0.5'", "a number", "'0.5'"),
     ("training.optimizer_offload", "true", "a number", "true"),
-    ("training.flash_attention", "'on'", "true or false", "'on'"),
+    ("runtime.flash_attention", "'on'", "true or false", "'on'"),
     ("parallelism", "", "a mapping", "null"),
     ("parallelism.tensor", "2.0", "an integer", "2.0"),
     ("parallelism.pipeline", "'16'", "an integer", "'16'"),
@@ -340,16 +342,25 @@ TYPES = [
     ("parallelism.expert", "64.0", "an integer", "64.0"),
     ("parallelism.context", "true", "an integer", "true"),
     ("parallelism.microbatches", "'120'", "an integer", "'120'"),
-    ("parallelism.untie_embeddings", "'yes'", "true or false", "'yes'"),
-    ("parallelism.untie_embeddings", "yes", "true or false", "'yes'"),
-    ("parallelism.untie_embeddings", "1", "true or false", "1"),
+    ("model.untie_embeddings", "'yes'", "true or false", "'yes'"),
+    ("model.untie_embeddings", "yes", "true or false", "'yes'"),
+    ("model.untie_embeddings", "1", "true or false", "1"),
     ("parallelism.account_for_embedding", "'yes'", "true or false", "'yes'"),
     ("parallelism.account_for_loss", "0", "true or false", "0"),
     ("parallelism.stage_layers", "4", "a list", "4"),
-    ("training.fp8_param_gather", "'yes'", "true or false", "'yes'"),
-    ("training.parameter_transpose_cache", "0", "true or false", "0"),
+    ("runtime.fp8_param_gather", "'yes'", "true or false", "'yes'"),
+    ("runtime.parameter_transpose_cache", "0", "true or false", "0"),
+    ("runtime.bf16_grads_kept", "'kept'", "true or false", "'kept'"),
+    ("runtime.fp8_weight_cache", "'te'", "true or false", "'te'"),
+    ("runtime", "[]", "a mapping", "a list"),
+    ("training.framework", "5", "a string", "5"),
+    # the deprecated spellings keep their types (and a broken one gets no S008 beside it)
+    ("training.flash_attention", "'on'", "true or false", "'on'"),
     ("training.bf16_grads_kept", "'kept'", "true or false", "'kept'"),
     ("training.fp8_weight_cache", "'te'", "true or false", "'te'"),
+    ("training.fp8_param_gather", "'yes'", "true or false", "'yes'"),
+    ("training.parameter_transpose_cache", "0", "true or false", "0"),
+    ("parallelism.untie_embeddings", "'yes'", "true or false", "'yes'"),
     ("communication", "deepep", "a mapping", "'deepep'"),
 ]
 
@@ -422,15 +433,19 @@ ENUMS = [
     ("training.activation_storage", "fp16", "bf16, fp8", " (did you mean 'bf16'?)"),
     ("training.optimizer_moment_dtype", "FP32", "fp32, bf16", " (did you mean 'fp32'?)"),
     ("training.optimizer_moment_dtype", "int8", "fp32, bf16", ""),
-    ("training.main_grad_dtype", "BF16", "fp32, bf16", " (did you mean 'bf16'?)"),
+    ("runtime.main_grad_dtype", "BF16", "fp32, bf16", " (did you mean 'bf16'?)"),
+    ("runtime.main_grad_dtype", "tf32", "fp32, bf16", " (did you mean 'fp32'?)"),
+    ("runtime.main_grad_dtype", "int8", "fp32, bf16", ""),
+    ("runtime.cross_entropy", "Unfused", "fused, unfused", " (did you mean 'unfused'?)"),
+    ("runtime.cross_entropy", "chunked", "fused, unfused", ""),
+    ("runtime.tensor_parallel_impl", "DTensor", "megatron, dtensor", " (did you mean 'dtensor'?)"),
+    ("runtime.tensor_parallel_impl", "fsdp", "megatron, dtensor", ""),
     ("training.main_grad_dtype", "tf32", "fp32, bf16", " (did you mean 'fp32'?)"),
-    ("training.main_grad_dtype", "int8", "fp32, bf16", ""),
-    ("training.cross_entropy", "Unfused", "fused, unfused", " (did you mean 'unfused'?)"),
     ("training.cross_entropy", "chunked", "fused, unfused", ""),
-    ("training.tensor_parallel_impl", "DTensor", "megatron, dtensor", " (did you mean 'dtensor'?)"),
     ("training.tensor_parallel_impl", "fsdp", "megatron, dtensor", ""),
+    ("training.pipeline_parallel_impl", "gpipe", "megatron, torch, deepspeed", ""),
     (
-        "training.pipeline_parallel_impl",
+        "runtime.pipeline_parallel_impl",
         "torchtitan",
         "megatron, torch, deepspeed",
         " (did you mean 'torch'?)",
@@ -657,6 +672,7 @@ UNKNOWN = [
     ("metadata", "team: x", "team", "metadata", ""),
     ("cluster", "gpu: 8", "gpu", "cluster", " (did you mean 'gpus'?)"),
     ("cluster", "region: eu", "region", "cluster", ""),
+    ("runtime", "flash_atention: true", "flash_atention", "runtime", " (did you mean 'flash_attention'?)"),
     (
         "cluster.interconnect",
         "intra_nod: nvlink",
@@ -711,13 +727,13 @@ def test_unknown_key(parent: str, line: str, key: str, where: str, hint: str) ->
 def test_long_unknown_key_is_cut_in_the_message() -> None:
     text = insert(FULL, "training", "k" * 1000 + ": 1")  # YAML caps implicit keys at 1024
     assert findings(text) == [
-        ("S001", 44, 3, f"unknown key '{'k' * 37}...' in training"),
+        ("S001", 45, 3, f"unknown key '{'k' * 37}...' in training"),
     ]
 
 
 def test_merge_key_is_an_unknown_key() -> None:
     text = FULL.replace("parallelism:\n", "parallelism:\n  <<: {tensor: 1}\n")
-    assert findings(text) == [("S001", 61, 3, "unknown key '<<' in parallelism")]
+    assert findings(text) == [("S001", 63, 3, "unknown key '<<' in parallelism")]
 
 
 def test_schema_fallback_code_for_other_keywords() -> None:
@@ -847,7 +863,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 83
+    assert len(list(properties(SCHEMA))) == 95
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -861,6 +877,7 @@ def test_schema_rejects_unknown_keys_everywhere() -> None:
         "model",
         "model.mla",
         "training",
+        "runtime",
         "parallelism",
         "communication",
     ]
@@ -890,21 +907,12 @@ def test_schema_defaults_match_the_normalised_manifest(valid_manifest_text: str)
         "training.activation_offload": m.training.activation_offload,
         "training.optimizer_offload": m.training.optimizer_offload,
         "training.optimizer_moment_dtype": m.training.optimizer_moment_dtype,
-        "training.main_grad_dtype": m.training.main_grad_dtype,
-        "training.bf16_grads_kept": m.training.bf16_grads_kept,
-        "training.fp8_weight_cache": m.training.fp8_weight_cache,
-        "training.fp8_param_gather": m.training.fp8_param_gather,
-        "training.parameter_transpose_cache": m.training.parameter_transpose_cache,
-        "training.flash_attention": m.training.flash_attention,
-        "training.cross_entropy": m.training.cross_entropy,
-        "training.tensor_parallel_impl": m.training.tensor_parallel_impl,
-        "training.pipeline_parallel_impl": m.training.pipeline_parallel_impl,
         "parallelism.tensor": m.parallelism.tensor if m.parallelism else None,
         "parallelism.pipeline": m.parallelism.pipeline if m.parallelism else None,
         "parallelism.virtual_stages": m.parallelism.virtual_stages if m.parallelism else None,
         "parallelism.expert": m.parallelism.expert if m.parallelism else None,
         "parallelism.context": m.parallelism.context if m.parallelism else None,
-        "parallelism.untie_embeddings": m.parallelism.untie_embeddings if m.parallelism else None,
+        "model.untie_embeddings": m.model.untie_embeddings,
         "parallelism.account_for_embedding": (
             m.parallelism.account_for_embedding if m.parallelism else None
         ),
@@ -913,6 +921,9 @@ def test_schema_defaults_match_the_normalised_manifest(valid_manifest_text: str)
     }
     defaults = {d: sub["default"] for d, sub in properties(SCHEMA) if "default" in sub}
     assert defaults == values
+    # The runtime traits have no schema default: they are the default framework profile's
+    assert m.runtime.profile == "megatron" and not m.runtime.stated
+    assert {k: getattr(m.runtime, k) for k in TRAITS} == default_profile().runtime()
     # Defaults derived from other values, or "unset", cannot be a schema `default`: the schema
     # states them in the description and the normalised manifest fills them in.
     derived = {
@@ -1125,7 +1136,7 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         "X006-expert-parallelism",
         DENSE,
         {"parallelism.context": "1\n  expert: 2"},
-        [("X006", 59, 3, "expert parallelism is set on a dense model")],
+        [("X006", 61, 3, "expert parallelism is set on a dense model")],
     ),
     ("X006-ok-expert-1", DENSE, {"parallelism.context": "1\n  expert: 1"}, []),
     (
@@ -1630,6 +1641,73 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
     ("X031-default-none", BLOCK, {"training.activation_recompute": None}, _X031),
     ("X031-ok-full", BLOCK, {}, []),
     (
+        "X032",
+        FULL,
+        {"training.tokens": "14.8T\n  framework: megatrom"},
+        [
+            (
+                "X032",
+                LINE["training.tokens"] + 1,
+                3,
+                "training.framework is 'megatrom', which names no framework profile; known: "
+                "bridge, deepspeed, flagscale, megatron, nanotron, nemo, torchtitan (did you "
+                "mean 'megatron'?)",
+            )
+        ],
+    ),
+    ("X032-ok", FULL, {"training.tokens": "14.8T\n  framework: torchtitan"}, []),
+    (
+        "X033",
+        FULL,
+        {"training.tokens": "14.8T\n  flash_attention: true"},
+        [
+            (
+                "S008",
+                LINE["training.tokens"] + 1,
+                3,
+                "training.flash_attention is deprecated: write it as runtime.flash_attention "
+                "(same meaning)",
+            ),
+            (
+                "X033",
+                LINE["training.tokens"] + 1,
+                3,
+                "training.flash_attention is True but runtime.flash_attention is False: "
+                "training.flash_attention is the deprecated spelling of runtime.flash_attention; "
+                "keep runtime.flash_attention only",
+            ),
+        ],
+    ),
+    ("X033-ok", FULL, {"runtime.flash_attention": "true"}, []),
+    (
+        "X034",
+        FULL,
+        {
+            "training.tokens": "14.8T\n  framework: torchtitan",
+            "runtime.flash_attention": "false\n  fp8_weight_cache: true",
+        },
+        [
+            (
+                "X034",
+                LINE["runtime.flash_attention"] + 2,
+                3,
+                "runtime.fp8_weight_cache: torchtitan has no fp8_weight_cache trait to override "
+                "(policies/frameworks/torchtitan.yaml; its traits: cross_entropy, "
+                "flash_attention, fp8_param_gather, main_grad_dtype, pipeline_parallel_impl, "
+                "tensor_parallel_impl)",
+            )
+        ],
+    ),
+    (
+        "X034-ok",
+        FULL,
+        {
+            "training.tokens": "14.8T\n  framework: megatron",
+            "runtime.flash_attention": "false\n  fp8_weight_cache: true",
+        },
+        [],
+    ),
+    (
         "X021",
         GQA,
         {"model.kv_heads": "3"},
@@ -1765,11 +1843,10 @@ model:
   vocab_size: 32000
   ffn_hidden_size: 11008
   ffn_activation: swiglu
+  untie_embeddings: true
 training:
   tokens: 2T
   global_batch_size: 1024
-parallelism:
-  untie_embeddings: true
 """
 LLAMA2_7B_IMPLIED = 6_738_411_520
 LLAMA2_7B_EMBEDDINGS = 2 * 32000 * 4096  # a count may leave them out: 6.48B non-embedding
@@ -1934,7 +2011,7 @@ BATCH: list[tuple[str, int, list[str]]] = [
 
 
 def _batch_findings(tmp_path: Path, batch: int) -> list[tuple[str, str]]:
-    text = edit(edit(LLAMA2_7B, "training.global_batch_size", str(batch)), "parallelism", None)
+    text = edit(LLAMA2_7B, "training.global_batch_size", str(batch))
     path = tmp_path / "m.yaml"
     path.write_text(text, encoding="utf-8")
     result = check_file(str(path))
@@ -1986,6 +2063,7 @@ def test_every_cross_field_check_fires_and_has_a_boundary() -> None:
     fired = {f[0] for _id, _base, _edits, expected in CROSS for f in expected}
     fired |= {f[0] for _id, _text, expected in SHAPE for f in expected}
     fired |= {code for _id, _batch, expected in BATCH for code in expected}
+    fired.discard("S008")  # beside X033: the deprecated spelling it reports
     x_codes = {c for c in codes.CODES if c.startswith("X")}
     assert fired == x_codes
     quiet = {case.split("-")[0] for case, _b, _e, expected in CROSS if not expected}
@@ -2333,8 +2411,8 @@ def test_defaults_applied() -> None:
     assert m.training.recompute_modules == ("core_attn",)
     assert (m.training.activation_storage, m.training.activation_offload) == ("bf16", False)
     assert m.training.optimizer_offload == 0.0 and type(m.training.optimizer_offload) is float
-    assert (m.training.optimizer_moment_dtype, m.training.main_grad_dtype) == ("fp32", "fp32")
-    assert m.training.flash_attention is True
+    assert (m.training.optimizer_moment_dtype, m.runtime.main_grad_dtype) == ("fp32", "fp32")
+    assert m.runtime.flash_attention is True
     assert m.parallelism is None
     assert m.data_parallel is None and m.microbatches is None
     assert m.communication.all_to_all_kernel == "none"
@@ -2398,7 +2476,7 @@ def test_derived_data_parallel_and_microbatches() -> None:
     assert (empty.data_parallel, empty.microbatches) == (64, 16)
     assert empty.parallelism is not None
     assert (empty.parallelism.tensor, empty.parallelism.pipeline) == (1, 1)
-    assert empty.parallelism.schedule is None and empty.parallelism.untie_embeddings is False
+    assert empty.parallelism.schedule is None and empty.model.untie_embeddings is False
 
 
 def test_full_manifest_values() -> None:
@@ -2409,7 +2487,7 @@ def test_full_manifest_values() -> None:
     assert (m.model.experts, m.model.experts_per_token) == (256, 8)
     assert m.parallelism is not None
     assert (m.parallelism.expert, m.parallelism.schedule) == (64, "dualpipe")
-    assert m.parallelism.untie_embeddings is True
+    assert m.model.untie_embeddings is True
     assert m.communication.all_to_all_kernel == "deepep"
     assert (m.model.ffn_hidden_size, m.model.ffn_activation, m.model.kv_heads) == (
         18432,
@@ -2428,16 +2506,17 @@ def test_full_manifest_values() -> None:
         ("mla_up_proj", "layernorm"),
     )
     assert t.sequence_parallel is False
-    assert (t.activation_storage, t.activation_offload, t.flash_attention) == ("fp8", True, False)
-    assert (t.cross_entropy, t.tensor_parallel_impl) == ("unfused", "dtensor")
-    assert (t.optimizer_offload, t.optimizer_moment_dtype, t.main_grad_dtype) == (
+    r = m.runtime
+    assert (t.activation_storage, t.activation_offload, r.flash_attention) == ("fp8", True, False)
+    assert (r.cross_entropy, r.tensor_parallel_impl) == ("unfused", "dtensor")
+    assert (t.optimizer_offload, t.optimizer_moment_dtype, r.main_grad_dtype) == (
         0.5,
         "bf16",
         "bf16",
     )
     assert m.position("model.mla.v_head_dim") == (at("model.mla.v_head_dim"))
-    assert m.position("parallelism.schedule") == (67, 3)
-    assert m.position("parallelism.nothing") == (60, 1)
+    assert m.position("parallelism.schedule") == (69, 3)
+    assert m.position("parallelism.nothing") == (62, 1)
 
 
 def test_manifest_is_immutable_and_plain_data() -> None:

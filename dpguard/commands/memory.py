@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.FAILED
     s, mbs, how = _strategy(manifest, policies)
     manifest = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs or 1))
-    estimate = sizing.stage_memory(manifest, s, policies.settings) if s else None
+    estimate = sizing.stage_memory(manifest, s, policies.settings, span=True) if s else None
     if s is None or estimate is None:
         print(f"{args.file}: nothing to size: {how if s is None else 'the schedule cannot run'}")
         return ExitCode.FAILED

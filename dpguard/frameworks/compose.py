@@ -56,13 +56,16 @@ def compose(
         if origin.file != name:
             files[path] = origin.file
 
-    for dotted, value in sorted(extract.values.items()):
+    # Every config names its framework: its format's (a reader that knows better, Megatron-
+    # DeepSpeed's, says so itself), so that a manifest naming another one conflicts (F004)
+    values = {"training.framework": extract.format, **extract.values}
+    for dotted, value in sorted(values.items()):
         origin = extract.origins.get(dotted, Origin(extract.path, Position(1, 1)))
         put(tuple(dotted.split(".")), value, origin)
     if manifest is not None:
         for path, value in _leaves(manifest.data):
             dotted = ".".join(map(str, path))
-            if dotted in extract.values and not _same(extract.values[dotted], value):
+            if dotted in values and not _same(values[dotted], value):
                 there = extract.origins.get(dotted, Origin(extract.path, Position(1, 1)))
                 findings.append(
                     Finding(
@@ -70,13 +73,13 @@ def compose(
                         *manifest.position(path),
                         "F004",
                         Severity.ERROR,
-                        f"{dotted} is {_show(value)} here but {_show(extract.values[dotted])} in "
+                        f"{dotted} is {_show(value)} here but {_show(values[dotted])} in "
                         f"{there.file}:{there.position.line}:{there.position.col}; "
                         "set it in one place",
                     )
                 )
                 continue
-            if dotted not in extract.values:
+            if dotted not in values:
                 put(path, value, Origin(manifest.name, manifest.position(path)))
     for default in defaults:
         for path, value in _leaves(default.data):
@@ -183,7 +186,10 @@ def _derive_params(data: dict[str, Any], keys: dict, files: dict, name: str) -> 
             moe_ffn_hidden_size=model.get("moe_ffn_hidden_size"),
             shared_experts=model.get("shared_experts", 0),
             dense_layers=model.get("dense_layers", 0),
-            tied_embeddings=not (data.get("parallelism") or {}).get("untie_embeddings", False),
+            tied_embeddings=not (
+                model.get("untie_embeddings")
+                or (data.get("parallelism") or {}).get("untie_embeddings", False)
+            ),
         )
     except (KeyError, TypeError, ValueError):
         return  # a missing or broken shape: reported as such, not as a missing count

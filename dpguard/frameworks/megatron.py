@@ -387,7 +387,7 @@ def to_manifest(
         and not _true(args["share_embeddings_and_output_weights"])
     )
     b.set(
-        "parallelism.untie_embeddings",
+        "model.untie_embeddings",
         untie,
         "untie_embeddings_and_output_weights",
         "share_embeddings_and_output_weights",
@@ -509,6 +509,9 @@ def to_manifest(
     elif fmt in ("megatron", "flagscale"):
         b.set("training.activation_recompute", "none", "num_layers")
     deepspeed = _true(args.get("deepspeed"))
+    if deepspeed:
+        # Megatron-DeepSpeed: DeepSpeed runs the optimizer (and the pipeline, below)
+        b.set("training.framework", "deepspeed", "deepspeed")
     zero = b.int("zero_stage") if deepspeed else None
     if zero:
         # Megatron-DeepSpeed hands the optimizer to DeepSpeed, whose ZeRO stage the launch
@@ -522,19 +525,19 @@ def to_manifest(
     ):
         # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine (pretrain_gpt.py builds
         # GPTModelPipe unless --no-pipeline-parallel), which keeps in-flight stage outputs
-        b.set("training.pipeline_parallel_impl", "deepspeed", "deepspeed")
+        b.set("runtime.pipeline_parallel_impl", "deepspeed", "deepspeed")
         if b.values.get("training.precision") == "bf16" and not zero:
             # bf16 at ZeRO 0 under the pipeline engine runs DeepSpeed's BF16_Optimizer (engine
             # _do_optimizer_sanity_check; BLOOM's script: "bf16 must use z0! it implements its
             # own zero stage 1 equivalent"): optimizer states sharded over data parallelism,
             # the bf16 gradients kept beside its fp32 buffer
             b.set("training.zero_stage", 1, "zero_stage", "deepspeed")
-            b.set("training.bf16_grads_kept", True, "zero_stage", "deepspeed")
+            b.set("runtime.bf16_grads_kept", True, "zero_stage", "deepspeed")
     if deepspeed and not any(
         _true(args.get(k)) for k in ("use_flash_attn", "use_flash_attn_v1", "use_flash_attn_v2")
     ):
         # Megatron-DeepSpeed's attention materialises the scores unless a flash flag asks
-        b.set("training.flash_attention", False, "deepspeed")
+        b.set("runtime.flash_attention", False, "deepspeed")
     modules = args.get("recompute_modules")
     if modules is not None and isinstance(modules.value, list):
         b.set("training.recompute_modules", list(modules.value), "recompute_modules")
@@ -603,18 +606,18 @@ def _state_bytes(b: _Builder, args: Mapping[str, Arg]) -> None:
     8-bit pair is priced at 2 B (fp8 moments are 1 B: this errs large). --optimizer-cpu-offload
     moves --optimizer-offload-fraction of the states to the host (default 1.0)."""
     if _true(args.get("grad_reduce_in_bf16")) or _half(args.get("main_grads_dtype")):
-        b.set("training.main_grad_dtype", "bf16", "grad_reduce_in_bf16", "main_grads_dtype")
+        b.set("runtime.main_grad_dtype", "bf16", "grad_reduce_in_bf16", "main_grads_dtype")
     elif (fp32 := args.get("grad_reduce_in_fp32")) is not None and fp32.value is not None:
-        b.set("training.main_grad_dtype", "fp32" if _true(fp32) else "bf16", "grad_reduce_in_fp32")
+        b.set("runtime.main_grad_dtype", "fp32" if _true(fp32) else "bf16", "grad_reduce_in_fp32")
     # FP8 primary weights and Transformer Engine's cache of their transposes (memory.state_bytes)
     if _true(args.get("fp8_param_gather")):
-        b.set("training.fp8_param_gather", True, "fp8_param_gather")
+        b.set("runtime.fp8_param_gather", True, "fp8_param_gather")
     if _true(args.get("disable_parameter_transpose_cache")):
-        b.set("training.parameter_transpose_cache", False, "disable_parameter_transpose_cache")
+        b.set("runtime.parameter_transpose_cache", False, "disable_parameter_transpose_cache")
     elif b.values.get("training.precision") == "fp8" and not _true(args.get("fp8_param_gather")):
         # Megatron-core passes is_first_microbatch to Transformer Engine, which then keeps each
         # weight's FP8 cast and transpose for the whole step beside the BF16 weight
-        b.set("training.fp8_weight_cache", True, "fp8_format", "fp8")
+        b.set("runtime.fp8_weight_cache", True, "fp8_format", "fp8")
     if _true(args.get("use_precision_aware_optimizer")) and all(
         _half(args.get(k)) for k in ("exp_avg_dtype", "exp_avg_sq_dtype")
     ):

@@ -513,7 +513,7 @@ def _nanotron(doc: SourceDoc) -> Extract:
     take("model.ffn_hidden_size", (*config, "intermediate_size"), ints)
     take("model.vocab_size", (*config, "vocab_size"), ints)
     tied = take(
-        "parallelism.untie_embeddings",
+        "model.untie_embeddings",
         (*config, "tie_word_embeddings"),
         lambda v: (not v) if isinstance(v, bool) else None,
     )

@@ -239,7 +239,7 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
         at = flavor_at or name_at
         for key, value in shape.items():
             if key == "untie_embeddings":
-                put("parallelism.untie_embeddings", value, at)
+                put("model.untie_embeddings", value, at)
             else:
                 put(f"model.{key}", value, at)
         layers = shape.get("layers")
@@ -350,8 +350,7 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
         if gather is True:
             # FSDP all-gathers the Float8 linears' weights in FP8 and keeps no bf16 copy;
             # torchao caches no transpose across micro-batches (it casts per GEMM)
-            put("training.fp8_param_gather", True, gather_at)
-            put("training.parameter_transpose_cache", False, gather_at)
+            put("runtime.fp8_param_gather", True, gather_at)
     else:
         param, param_at = find(("training", "mixed_precision_param"))
         if param in (None, "bfloat16"):
@@ -427,14 +426,11 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
     else:
         loss_compiled = legacy_compile is True and "experimental" not in data
     put(
-        "training.cross_entropy",
+        "runtime.cross_entropy",
         "fused" if loss_compiled else "unfused",
         enable_at or legacy_at or local_at,
     )
-    if tp > 1:
-        put("training.tensor_parallel_impl", "dtensor", tp_at)
-    if pp > 1:  # torchtitan pipelines with torch.distributed.pipelining
-        put("training.pipeline_parallel_impl", "torch", pp_at)
+    # DTensor TP and torch.distributed.pipelining are the torchtitan profile's traits
     backend, backend_at = find(("parallelism", "expert_parallel_comm_backend"))
     if backend is not None and values.get("model.architecture") == "moe":
         put(

@@ -43,7 +43,6 @@ def manifest_patch(plan: Plan) -> dict[str, Any] | None:
     }
     if pipelined:
         parallelism["schedule"] = plan.schedule
-    parallelism["untie_embeddings"] = untied(plan.manifest, plan.schedule)
     if s.account_for_embedding or s.account_for_loss:
         parallelism["account_for_embedding"] = s.account_for_embedding
         parallelism["account_for_loss"] = s.account_for_loss
@@ -56,7 +55,10 @@ def manifest_patch(plan: Plan) -> dict[str, Any] | None:
     written = ("training", "recompute_modules") in plan.manifest.source.keys
     if written and training.get("activation_recompute") == "full":
         training["recompute_modules"] = None  # X020: modules only with selective recompute
-    return {"parallelism": parallelism, "training": training}
+    patch: dict[str, Any] = {"parallelism": parallelism, "training": training}
+    if untied(plan.manifest, plan.schedule) != plan.manifest.model.untie_embeddings:
+        patch["model"] = {"untie_embeddings": True}  # DualPipe's two copies (HR007)
+    return patch
 
 
 def _batch_reason(plan: Plan, settings: Mapping[str, Any]) -> str:
@@ -118,7 +120,7 @@ def render_yaml(plan: Plan) -> str:
     lines = [
         f"# dpguard plan for {name}: {what}",
         "# Replace the manifest's parallelism section with the one below and set the training",
-        "# keys (null: remove the key).",
+        "# (and model) keys (null: remove the key).",
     ]
     kept = kept_warnings(plan)
     if kept:

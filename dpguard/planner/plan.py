@@ -162,10 +162,9 @@ def _op_seconds(manifest: Manifest, c: Candidate, settings: Mapping[str, Any]) -
 
 
 def untied(manifest: Manifest, schedule: str | None) -> bool:
-    """Embedding and output weights of the planned layout: as the manifest has them (tied
-    without a parallelism section, as the memory model reads it), untied for DualPipe (HR007)."""
-    p = manifest.parallelism
-    return schedule == "dualpipe" or (p is not None and p.untie_embeddings)
+    """Embedding and output weights of the planned layout: as the model has them, untied for
+    DualPipe (HR007)."""
+    return schedule == "dualpipe" or manifest.model.untie_embeddings
 
 
 def _judge(
@@ -186,12 +185,12 @@ def _judge(
         context=s.context,
         microbatches=s.microbatches,
         schedule=None if schedule == "none" else schedule,
-        untie_embeddings=untied(manifest, schedule),
         account_for_embedding=s.account_for_embedding,
         account_for_loss=s.account_for_loss,
     )
     planned = replace(
         manifest,
+        model=replace(manifest.model, untie_embeddings=untied(manifest, schedule)),
         parallelism=proposal,
         training=replace(manifest.training, micro_batch_size=mbs),
         data_parallel=sizing.data_parallel(manifest, s),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpguard import sizing
-from dpguard.manifest import Manifest
+from dpguard.manifest import DEPRECATED, Manifest
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb1p", "dualpipe", "dualpipev")
 PLAN_SCHEDULES = (*SCHEDULES, "none")
@@ -127,16 +127,19 @@ _SPECS = (
     _f("training.activation_offload", "bool", "activations offloaded to host memory"),
     _f("training.optimizer_offload", "number", "fraction of optimizer states in host memory"),
     _f("training.optimizer_moment_dtype", "str", "Adam moment precision", ("fp32", "bf16")),
-    _f("training.main_grad_dtype", "str", "gradient buffer precision", ("fp32", "bf16")),
-    _f("training.bf16_grads_kept", "bool", "16-bit gradients kept beside the main grads"),
-    _f("training.fp8_weight_cache", "bool", "TE keeps an FP8 copy of each weight over a step"),
-    _f("training.fp8_param_gather", "bool", "weights kept in FP8 (FP8 primary weights)"),
-    _f("training.parameter_transpose_cache", "bool", "TE caches each FP8 weight's transpose"),
-    _f("training.flash_attention", "bool", "attention keeps no s x s scores"),
-    _f("training.cross_entropy", "str", "loss implementation", ("fused", "unfused")),
-    _f("training.tensor_parallel_impl", "str", "tensor-parallel style", ("megatron", "dtensor")),
+    _f("training.framework", "str", "framework as stated (unset: none named)"),
+    _f("runtime.profile", "str", "framework profile the runtime traits come from"),
+    _f("runtime.stated", "bool", "the framework was stated (else the default profile is assumed)"),
+    _f("runtime.main_grad_dtype", "str", "gradient buffer precision", ("fp32", "bf16")),
+    _f("runtime.bf16_grads_kept", "bool", "16-bit gradients kept beside the main grads"),
+    _f("runtime.fp8_weight_cache", "bool", "TE keeps an FP8 copy of each weight over a step"),
+    _f("runtime.fp8_param_gather", "bool", "weights kept in FP8 (FP8 primary weights)"),
+    _f("runtime.parameter_transpose_cache", "bool", "TE caches each FP8 weight's transpose"),
+    _f("runtime.flash_attention", "bool", "attention keeps no s x s scores"),
+    _f("runtime.cross_entropy", "str", "loss implementation", ("fused", "unfused")),
+    _f("runtime.tensor_parallel_impl", "str", "tensor-parallel style", ("megatron", "dtensor")),
     _f(
-        "training.pipeline_parallel_impl",
+        "runtime.pipeline_parallel_impl",
         "str",
         "pipeline runtime",
         ("megatron", "torch", "deepspeed"),
@@ -150,7 +153,7 @@ _SPECS = (
         "parallelism.microbatches", "int", "micro-batch count as written (see derived.microbatches)"
     ),
     _f("parallelism.schedule", "str", "proposed schedule (unset: dpguard picks)", SCHEDULES),
-    _f("parallelism.untie_embeddings", "bool", "embedding and output weights untied"),
+    _f("model.untie_embeddings", "bool", "embedding and output weights untied"),
     _f("parallelism.account_for_embedding", "bool", "the pipeline split counts the embedding"),
     _f("parallelism.account_for_loss", "bool", "the pipeline split counts the output layer"),
     _f(
@@ -547,8 +550,17 @@ def spec_of(path: str) -> FactSpec | None:
     return spec
 
 
+# The facts' old names, kept so that policies written before the runtime section still read
+# them (`dpguard facts` marks them deprecated); their values are the new facts'.
+RENAMED = DEPRECATED
+_OLD_SPECS = tuple(
+    FactSpec(old, spec.type, f"deprecated spelling of {new}", spec.choices, spec.anchor)
+    for old, new in RENAMED.items()
+    for spec in _SPECS
+    if spec.path == new
+)
 FACTS: dict[str, FactSpec] = {
-    spec.path: spec for spec in (*_SPECS, *_PER_SCHEDULE, *FRAMEWORK, *CHANGE)
+    spec.path: spec for spec in (*_SPECS, *_OLD_SPECS, *_PER_SCHEDULE, *FRAMEWORK, *CHANGE)
 }
 CHANGE_FACTS = frozenset(spec.path for spec in CHANGE)
 ROOTS = frozenset(path.split(".")[0] for path in FACTS)
@@ -607,7 +619,8 @@ LATE_FACTS = frozenset(
 _READ = tuple(
     (path, tuple(path.split(".")))
     for path in FACTS
-    if path.partition(".")[0] in ("cluster", "model", "training", "parallelism", "communication")
+    if path.partition(".")[0]
+    in ("cluster", "model", "training", "runtime", "parallelism", "communication")
 )
 
 
@@ -622,6 +635,8 @@ def manifest_facts(manifest: Manifest) -> dict[str, Any]:
         for part in parts:
             node = getattr(node, part, None)
         facts[path] = list(node) if isinstance(node, tuple) else node
+    for old, new in RENAMED.items():
+        facts[old] = facts[new]
     for spec in FRAMEWORK:
         facts[spec.path] = manifest.framework.get(spec.path)
     facts["framework.format"] = manifest.source_format
@@ -695,12 +710,12 @@ def sized_facts(
         return s
 
     sized_as = schedule
-    estimate = sizing.stage_memory(manifest, strategy(schedule), settings)
+    estimate = sizing.stage_memory(manifest, strategy(schedule), settings, span=True)
     if estimate is None:
         # The judged schedule cannot run at this P and M (its hard rejects say so); the memory
         # verdict still matters for whatever schedule the team fixes that with: size it as 1F1B.
         sized_as = "1f1b"
-        estimate = sizing.stage_memory(manifest, strategy(sized_as), settings)
+        estimate = sizing.stage_memory(manifest, strategy(sized_as), settings, span=True)
     if estimate is not None:
         facts["proposal.memory_schedule"] = sized_as
         worst = estimate.worst

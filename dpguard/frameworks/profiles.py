@@ -1,0 +1,178 @@
+"""Framework profiles: what each training framework runs, as data (policies/frameworks/*.yaml).
+
+A profile names the pipeline schedules the framework runs, the runtime traits that set memory
+(the gradient buffer's dtype, kept 16-bit gradients, FP8 weight caches, the attention kernel,
+the loss, the TP and PP implementations), what it overlaps, the `plan --emit` format that writes
+its config and the policy rules that mirror its launch-time checks. `extends` makes a variant
+(NeMo, Megatron-Bridge, FlagScale over Megatron-core) that replaces its parent key by key.
+
+A trait a profile leaves out does not exist in that framework: the mechanism's neutral value
+(`TRAITS`) applies, and a manifest may not override it (`manifest.runtime`). A broken profile is
+dpguard's own broken data: `ConfigError`, exit 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from types import MappingProxyType
+from typing import Any
+
+from dpguard import resources
+from dpguard.errors import ConfigError
+
+PACKAGE = "dpguard.policies"
+FOLDER = "frameworks"
+SCHEMA_FILE = "profile.schema.json"
+
+# The runtime traits and their neutral value: what a framework without the mechanism does
+# (no Transformer Engine: no FP8 weight cache and no transpose cache; no BF16_Optimizer: no
+# kept bf16 gradients). Their meaning is documented in schemas/manifest.schema.json `runtime`.
+TRAITS: Mapping[str, Any] = MappingProxyType(
+    {
+        "main_grad_dtype": "fp32",
+        "bf16_grads_kept": False,
+        "fp8_weight_cache": False,
+        "fp8_param_gather": False,
+        "parameter_transpose_cache": False,
+        "flash_attention": True,
+        "cross_entropy": "fused",
+        "tensor_parallel_impl": "megatron",
+        "pipeline_parallel_impl": "megatron",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    title: str
+    source: str
+    default: bool
+    schedules: tuple[str, ...]  # dpguard's names, in the profile's order
+    schedule_names: Mapping[str, str]  # dpguard's name -> the framework's own
+    traits: Mapping[str, Any]  # only the traits the framework has
+    trait_sources: Mapping[str, str]
+    overlap: Mapping[str, bool]  # communication kind -> overlapped by default
+    emit: str | None
+    validations: tuple[str, ...]
+
+    def runtime(self, overrides: Mapping[str, Any] = MappingProxyType({})) -> dict[str, Any]:
+        """Every trait's value for this framework: the profile's, the neutral value where it
+        has none, then `overrides` (only of traits it has: the manifest checks that)."""
+        values = {name: self.traits.get(name, neutral) for name, neutral in TRAITS.items()}
+        values.update({k: v for k, v in overrides.items() if k in self.traits})
+        return values
+
+    def runs(self, schedule: str) -> bool:
+        return schedule in self.schedules
+
+
+@cache
+def load_profiles() -> Mapping[str, Profile]:
+    """Every shipped profile by name, validated and with `extends` resolved, once per process."""
+    raw: dict[str, tuple[str, dict[str, Any]]] = {}
+    for entry in sorted(resources.packaged(PACKAGE, FOLDER).iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".yaml"):
+            where = f"policies/{FOLDER}/{entry.name}"
+            data = _validated(resources.read_text(PACKAGE, f"{FOLDER}/{entry.name}"), where)
+            name = data["metadata"]["name"]
+            if name in raw:
+                raise ConfigError(f"profile {name!r} is defined twice", where)
+            raw[name] = (where, data)
+    if not raw:
+        raise ConfigError(f"no framework profile in policies/{FOLDER}")
+    profiles = {name: _build(name, raw) for name in raw}
+    defaults = [p.name for p in profiles.values() if p.default]
+    if len(defaults) != 1:
+        raise ConfigError(
+            f"exactly one framework profile must set metadata.default (found {defaults or 'none'})",
+            f"policies/{FOLDER}",
+        )
+    return MappingProxyType(profiles)
+
+
+def default_profile() -> Profile:
+    """The most common framework: the central estimate of a manifest that names none."""
+    return next(p for p in load_profiles().values() if p.default)
+
+
+def profile(name: str | None) -> Profile:
+    """The named profile, or the default one for None (the schema admits known names only)."""
+    return default_profile() if name is None else load_profiles()[name]
+
+
+def names() -> tuple[str, ...]:
+    return tuple(load_profiles())
+
+
+def _validated(text: str, where: str) -> dict[str, Any]:
+    from dpguard.validate import dotted, schema_problems
+    from dpguard.yamlsource import YamlLoadError, load_text
+
+    try:
+        doc = load_text(text, where)
+    except YamlLoadError as exc:
+        raise ConfigError(f"invalid YAML: {exc.message}", f"{where}:{exc.position.line}") from None
+    for path, _code, message in schema_problems(_schema_validator(), doc):
+        line, col = doc.position(path)
+        raise ConfigError(message or dotted(path), f"{where}:{line}:{col}")
+    data: dict[str, Any] = doc.data
+    return data
+
+
+@cache
+def _schema_validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(resources.schema(SCHEMA_FILE))
+
+
+def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]], seen: tuple = ()) -> Profile:
+    where, data = raw[name]
+    parent: Profile | None = None
+    if "extends" in data:
+        base = data["extends"]
+        if base not in raw:
+            raise ConfigError(f"extends unknown profile {base!r} (known: {', '.join(raw)})", where)
+        if base in seen or base == name:
+            raise ConfigError(f"extends forms a cycle: {' -> '.join((*seen, name, base))}", where)
+        parent = _build(base, raw, (*seen, name))
+    meta = data["metadata"]
+    rows = data.get("schedules")
+    traits = data.get("traits", {})
+    overlap = data.get("overlap", {})
+    if rows is None and parent is None:
+        raise ConfigError("a profile without `extends` must list its schedules", where)
+    return Profile(
+        name=name,
+        title=meta["title"],
+        source=meta["source"],
+        default=bool(meta.get("default", False)),
+        schedules=tuple(r["schedule"] for r in rows) if rows else parent.schedules,  # type: ignore[union-attr]
+        schedule_names=MappingProxyType(
+            {r["schedule"]: r.get("framework_name", r["schedule"]) for r in rows}
+            if rows
+            else dict(parent.schedule_names)  # type: ignore[union-attr]
+        ),
+        traits=MappingProxyType(
+            {**(parent.traits if parent else {}), **{k: v["value"] for k, v in traits.items()}}
+        ),
+        trait_sources=MappingProxyType(
+            {
+                **(parent.trait_sources if parent else {}),
+                **{k: v["source"] for k, v in traits.items()},
+            }
+        ),
+        overlap=MappingProxyType(
+            {
+                **(parent.overlap if parent else {}),
+                **{k: v["overlapped"] for k, v in overlap.items()},
+            }
+        ),
+        emit=data["emit"] if "emit" in data else (parent.emit if parent else None),
+        validations=tuple(
+            data["validations"] if "validations" in data else (parent.validations if parent else ())
+        ),
+    )
