@@ -347,13 +347,13 @@ def stage_memory(
         line += f", overridden: {changed}" if changed else ""
         return central._replace(assumptions=(*central.assumptions, line))
     others = []
-    for name, runtime in alternative_runtimes(manifest):
+    for name, runtime in alternative_runtimes(manifest, s.schedule):
         other = memory.estimate(arch, degrees, training_setup(manifest, runtime), layout, band)
         others.append((name, other))
     ranks = tuple(
         rank._replace(
-            low=min(rank.low, *(o.ranks[i].low for _, o in others)),
-            high=max(rank.high, *(o.ranks[i].high for _, o in others)),
+            low=min([rank.low, *(o.ranks[i].low for _, o in others)]),
+            high=max([rank.high, *(o.ranks[i].high for _, o in others)]),
         )
         for i, rank in enumerate(central.ranks)
     )
@@ -361,20 +361,24 @@ def stage_memory(
     alternatives = ", ".join(f"{name} {o.ranks[worst].total / GIB:.1f}" for name, o in others)
     line = (
         f"no framework named: the central estimate assumes the {manifest.runtime.profile} "
-        f"runtime and the band spans every framework profile (worst rank: {alternatives} GiB); "
-        "training.framework narrows it"
+        f"runtime and the band spans every framework profile that runs {s.schedule}"
+        + (f" (worst rank: {alternatives} GiB)" if others else ", which all price it alike")
+        + "; training.framework narrows it"
     )
     return memory.MemoryEstimate(ranks, (*central.assumptions, line))
 
 
-def alternative_runtimes(manifest: Manifest) -> tuple[tuple[str, Runtime], ...]:
-    """(profile names, runtime) of every framework profile whose runtime prices memory
-    differently from the manifest's own (the default profile's when none is named), with the
-    manifest's `runtime:` overrides applied; profiles that price alike are named together."""
+def alternative_runtimes(manifest: Manifest, schedule: str) -> tuple[tuple[str, Runtime], ...]:
+    """(profile names, runtime) of every framework profile that runs `schedule` ("none": every
+    one) and whose runtime prices memory differently from the manifest's own (the default
+    profile's when none is named), with the manifest's `runtime:` overrides applied; profiles
+    that price alike are named together. A schedule no framework runs (DualPipe) spans none."""
     own = training_setup(manifest)
     groups: dict[memory.TrainingSetup, list[str]] = {own: []}
     runtimes: dict[memory.TrainingSetup, Runtime] = {}
-    for name in profiles.names():
+    for name, profile in profiles.load_profiles().items():
+        if schedule != "none" and not profile.runs(schedule):
+            continue
         runtime = build_runtime(manifest.source.data, name)
         setup = training_setup(manifest, runtime)
         groups.setdefault(setup, []).append(name)

@@ -14,6 +14,7 @@ from dpguard.findings import Severity
 from dpguard.frameworks import shell
 from dpguard.frameworks.compose import compose
 from dpguard.frameworks.read import read, sniff
+from dpguard.manifest import build_runtime
 from dpguard.policy.load import load_policies
 from dpguard.yamlevents import Position
 
@@ -624,10 +625,16 @@ def test_gradient_and_optimizer_precision_and_offload(
 
 
 def _training(tmp_path: Path, fmt: str, text: str, keys: tuple[str, ...]) -> dict[str, object]:
-    """The `training.` values among `keys` that the `fmt` reader takes from `text`."""
+    """The `training.` (or `runtime.`) values among `keys` that the `fmt` reader takes from
+    `text`."""
     name = {"megatron": "train.sh", "torchtitan": "job.toml"}.get(fmt, "config.yaml")
     values = read(write(tmp_path, name, text), fmt).values
-    return {k: values[f"training.{k}"] for k in keys if f"training.{k}" in values}
+    return {
+        k: values[f"{section}.{k}"]
+        for k in keys
+        for section in ("training", "runtime")
+        if f"{section}.{k}" in values
+    }
 
 
 @pytest.mark.parametrize(
@@ -706,10 +713,14 @@ def test_torchtitan_pipelines_with_torch_pipelining(tmp_path: Path) -> None:
         '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nseq_len = 4096\n'
         "[parallelism]\npipeline_parallel_degree = {pp}\n"
     )
+    # the torchtitan profile's traits, which the config gets by naming its framework
     staged = read(write(tmp_path, "a.toml", text.format(pp=2)), "torchtitan")
-    flat = read(write(tmp_path, "b.toml", text.format(pp=1)), "torchtitan")
-    assert staged.values["runtime.pipeline_parallel_impl"] == "torch"
-    assert "runtime.pipeline_parallel_impl" not in flat.values
+    assert "runtime.pipeline_parallel_impl" not in staged.values
+    doc, _findings = compose(staged)
+    assert doc.data["training"]["framework"] == "torchtitan"
+    runtime = build_runtime(doc.data)
+    assert (runtime.profile, runtime.stated) == ("torchtitan", True)
+    assert (runtime.pipeline_parallel_impl, runtime.tensor_parallel_impl) == ("torch", "dtensor")
 
 
 @pytest.mark.parametrize(
@@ -752,18 +763,19 @@ def test_torchtitan_pipelines_with_torch_pipelining(tmp_path: Path) -> None:
             {"fp8_weight_cache": True},
         ),
         ("bridge", "mixed_precision: bf16_mixed\n", {}),
-        # torchtitan: FSDP all-gathers Float8 weights in FP8; torchao caches no transpose
+        # torchtitan: FSDP all-gathers Float8 weights in FP8; torchao caches no transpose (its
+        # profile has no transpose cache to turn off)
         (
             "torchtitan",
             '[model]\nname = "llama3"\nflavor = "8B"\n[float8]\nenable_float8_linear = true\n'
             "enable_fsdp_float8_all_gather = true\n",
-            {"fp8_param_gather": True, "parameter_transpose_cache": False},
+            {"fp8_param_gather": True},
         ),
         (
             "torchtitan",
             '[model]\nname = "llama3"\nflavor = "8B"\nconverters = ["quantize.linear.float8"]\n'
             "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n",
-            {"fp8_param_gather": True, "parameter_transpose_cache": False},
+            {"fp8_param_gather": True},
         ),
         # without Float8 linears the option gathers nothing in FP8
         (
@@ -1001,8 +1013,9 @@ def test_megatron_deepspeed_reads_as_its_frameworks_ran(tmp_path: Path) -> None:
     recompute, no FlashAttention, no sequence parallelism, the embedding-balanced split, the
     padded vocabulary and an underscored sample count; the memory is the manifest's."""
     values = read(write(tmp_path, "tr11.slurm", MEGATRON_DEEPSPEED), "megatron").values
-    assert {k: v for k, v in values.items() if k.startswith("training.")} == {
+    assert {k: v for k, v in values.items() if k.startswith(("training.", "runtime."))} == {
         "training.activation_recompute": "full",
+        "training.framework": "deepspeed",
         "runtime.bf16_grads_kept": True,
         "runtime.flash_attention": False,
         "training.global_batch_size": 2048,
