@@ -384,4 +384,3 @@ def _runtime(raw: Raw) -> Iterator[tuple[str, str, str]]:
                     f"(policies/frameworks/{framework}.yaml; its traits: "
                     f"{', '.join(sorted(chosen.traits))})",
                 )
-

@@ -336,10 +336,12 @@ def stage_memory(
     layout = pipeline_layout(s)
     if layout is None:
         return None
-    arch, degrees, band = architecture(manifest), parallel_degrees(manifest, s), uncertainty(settings)
-    central = memory.estimate(
-        arch, degrees, training or training_setup(manifest), layout, band
+    arch, degrees, band = (
+        architecture(manifest),
+        parallel_degrees(manifest, s),
+        uncertainty(settings),
     )
+    central = memory.estimate(arch, degrees, training or training_setup(manifest), layout, band)
     if not span or manifest.runtime.stated:
         profile = manifest.runtime.profile
         changed = ", ".join(manifest.runtime.overrides)
@@ -383,7 +385,9 @@ def alternative_runtimes(manifest: Manifest, schedule: str) -> tuple[tuple[str, 
         setup = training_setup(manifest, runtime)
         groups.setdefault(setup, []).append(name)
         runtimes.setdefault(setup, runtime)
-    return tuple(("/".join(names), runtimes[setup]) for setup, names in groups.items() if setup != own)
+    return tuple(
+        ("/".join(names), runtimes[setup]) for setup, names in groups.items() if setup != own
+    )
 
 
 def verdict(

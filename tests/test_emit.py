@@ -10,7 +10,7 @@ import pytest
 
 from dpguard.check import check_file
 from dpguard.cli import main
-from dpguard.frameworks.emit import EMIT_FORMATS, SCHEDULES, emit
+from dpguard.frameworks.emit import EMIT_FORMATS, emit, schedules
 from dpguard.frameworks.read import read
 from dpguard.planner.plan import Plan, make_plan
 from dpguard.policy.load import load_policies
@@ -31,7 +31,7 @@ def policies():
 def _plan(path: Path, policies, fmt: str) -> Plan:
     result = check_file(str(path), None, policies)
     assert result.manifest is not None and result.outcome is not None, result.findings
-    return make_plan(result.manifest, result.outcome, policies, SCHEDULES[fmt])
+    return make_plan(result.manifest, result.outcome, policies, schedules(fmt))
 
 
 def _read_back(text: str, fmt: str, tmp_path: Path) -> dict:
@@ -88,7 +88,7 @@ def test_emitted_config_reads_back_with_the_plans_degrees_batch_and_schedule(
     if plan.strategy is None:  # the known-bad runs: nothing to emit but the reasons
         assert all(line.startswith("#") for line in emit(plan, fmt).splitlines())
         return
-    assert plan.schedule in (None, "none", *SCHEDULES[fmt])
+    assert plan.schedule in (None, "none", *schedules(fmt))
     _assert_round_trip(plan, fmt, tmp_path)
 
 

@@ -672,7 +672,13 @@ UNKNOWN = [
     ("metadata", "team: x", "team", "metadata", ""),
     ("cluster", "gpu: 8", "gpu", "cluster", " (did you mean 'gpus'?)"),
     ("cluster", "region: eu", "region", "cluster", ""),
-    ("runtime", "flash_atention: true", "flash_atention", "runtime", " (did you mean 'flash_attention'?)"),
+    (
+        "runtime",
+        "flash_atention: true",
+        "flash_atention",
+        "runtime",
+        " (did you mean 'flash_attention'?)",
+    ),
     (
         "cluster.interconnect",
         "intra_nod: nvlink",

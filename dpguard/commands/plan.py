@@ -65,11 +65,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _emit(plan: Any, manifest: Any, outcome: Any, policies: Any, fmt: str) -> int:
     from dpguard.exitcodes import ExitCode
-    from dpguard.frameworks.emit import SCHEDULES, emit
+    from dpguard.frameworks.emit import emit, schedules
     from dpguard.planner.plan import make_plan
 
     notes: list[str] = []
-    runs = SCHEDULES[fmt]
+    runs = schedules(fmt)
     if plan.schedule not in (None, "none", *runs):
         notes.append(
             f"dpguard recommends {plan.schedule}, which {fmt} does not run; this plan is the "

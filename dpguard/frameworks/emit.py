@@ -15,24 +15,18 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from dpguard.frameworks import profiles
 from dpguard.frameworks.megatron import flag
 from dpguard.frameworks.torchtitan import SCHEDULES as TORCHTITAN
 from dpguard.planner.plan import Plan, untied
 
 EMIT_FORMATS = ("megatron", "nemo", "torchtitan", "flagscale")
 
-# The pipeline schedules each framework runs, in dpguard's names, preferred first when the
-# plan's own schedule is not among them. Megatron-LM (and NeMo, which runs Megatron-core):
-# schedules.get_forward_backward_func has 1F1B with and without interleaving. FlagScale adds
-# DualPipeV (use_dualpipev); DualPipe proper is an unmerged pull request (#1157). torchtitan:
-# PipelineScheduleSingle/Multi names it maps (docs/frameworks.md); its ZBVZeroBubble and
-# InterleavedZeroBubble are not dpguard's zb1p.
-SCHEDULES: dict[str, tuple[str, ...]] = {
-    "megatron": ("1f1b", "interleaved-1f1b"),
-    "nemo": ("1f1b", "interleaved-1f1b"),
-    "flagscale": ("dualpipev", "1f1b", "interleaved-1f1b"),
-    "torchtitan": ("dualpipev", "1f1b", "interleaved-1f1b", "gpipe"),
-}
+
+def schedules(fmt: str) -> tuple[str, ...]:
+    """The pipeline schedules the framework `fmt` runs (its profile, policies/frameworks)."""
+    return profiles.profile(fmt).schedules
+
 
 # torchtitan's schedule names, from its reader's table (the one spelling of each)
 _TORCHTITAN_SCHEDULES = {name: torchtitan for torchtitan, (name, _) in TORCHTITAN.items()}

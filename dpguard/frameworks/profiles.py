@@ -129,50 +129,44 @@ def _schema_validator() -> Any:
     return Draft202012Validator(resources.schema(SCHEMA_FILE))
 
 
-def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]], seen: tuple = ()) -> Profile:
-    where, data = raw[name]
-    parent: Profile | None = None
-    if "extends" in data:
-        base = data["extends"]
-        if base not in raw:
-            raise ConfigError(f"extends unknown profile {base!r} (known: {', '.join(raw)})", where)
-        if base in seen or base == name:
-            raise ConfigError(f"extends forms a cycle: {' -> '.join((*seen, name, base))}", where)
-        parent = _build(base, raw, (*seen, name))
-    meta = data["metadata"]
-    rows = data.get("schedules")
-    traits = data.get("traits", {})
-    overlap = data.get("overlap", {})
-    if rows is None and parent is None:
+def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Profile:
+    data = _merged(name, raw, ())
+    where = raw[name][0]
+    if "schedules" not in data:
         raise ConfigError("a profile without `extends` must list its schedules", where)
+    meta, rows = raw[name][1]["metadata"], data["schedules"]
+    traits, overlap = data.get("traits", {}), data.get("overlap", {})
     return Profile(
         name=name,
         title=meta["title"],
         source=meta["source"],
         default=bool(meta.get("default", False)),
-        schedules=tuple(r["schedule"] for r in rows) if rows else parent.schedules,  # type: ignore[union-attr]
+        schedules=tuple(r["schedule"] for r in rows),
         schedule_names=MappingProxyType(
             {r["schedule"]: r.get("framework_name", r["schedule"]) for r in rows}
-            if rows
-            else dict(parent.schedule_names)  # type: ignore[union-attr]
         ),
-        traits=MappingProxyType(
-            {**(parent.traits if parent else {}), **{k: v["value"] for k, v in traits.items()}}
-        ),
-        trait_sources=MappingProxyType(
-            {
-                **(parent.trait_sources if parent else {}),
-                **{k: v["source"] for k, v in traits.items()},
-            }
-        ),
-        overlap=MappingProxyType(
-            {
-                **(parent.overlap if parent else {}),
-                **{k: v["overlapped"] for k, v in overlap.items()},
-            }
-        ),
-        emit=data["emit"] if "emit" in data else (parent.emit if parent else None),
-        validations=tuple(
-            data["validations"] if "validations" in data else (parent.validations if parent else ())
-        ),
+        traits=MappingProxyType({k: v["value"] for k, v in traits.items()}),
+        trait_sources=MappingProxyType({k: v["source"] for k, v in traits.items()}),
+        overlap=MappingProxyType({k: v["overlapped"] for k, v in overlap.items()}),
+        emit=data.get("emit"),
+        validations=tuple(data.get("validations", ())),
     )
+
+
+def _merged(
+    name: str, raw: Mapping[str, tuple[str, dict[str, Any]]], seen: tuple[str, ...]
+) -> dict[str, Any]:
+    """A profile's data over its parent's, key by key (traits and overlap entry by entry)."""
+    where, data = raw[name]
+    if "extends" not in data:
+        return data
+    base = data["extends"]
+    if base not in raw:
+        raise ConfigError(f"extends unknown profile {base!r} (known: {', '.join(raw)})", where)
+    if base in (*seen, name):
+        raise ConfigError(f"extends forms a cycle: {' -> '.join((*seen, name, base))}", where)
+    parent = _merged(base, raw, (*seen, name))
+    merged = {**parent, **data}
+    for key in ("traits", "overlap"):
+        merged[key] = {**parent.get(key, {}), **data.get(key, {})}
+    return merged

@@ -16,6 +16,7 @@ from typing import Any
 from dpguard import compute, sizing
 from dpguard.catalog import load_catalog
 from dpguard.findings import Severity
+from dpguard.frameworks import profiles
 from dpguard.manifest import Manifest, Parallelism
 from dpguard.planner.search import Candidate, search
 from dpguard.policy.engine import Outcome, evaluate
@@ -217,11 +218,24 @@ def make_plan(
     policies: Policies,
     schedules: tuple[str, ...] | None = None,
 ) -> Plan:
-    """The plan for a judged manifest; `schedules` limits it to the ones a framework runs
-    (`plan --emit`)."""
+    """The plan for a judged manifest, among the schedules its framework runs (the stated
+    framework's profile, or `schedules`: `plan --emit`'s)."""
     settings = policies.settings
     decided = outcome.schedule
     refused = decided == "none"
+    runtime = manifest.runtime
+    framework_notes: list[str] = []
+    if schedules is None and runtime.stated:
+        profile = profiles.profile(runtime.profile)
+        schedules = profile.schedules
+        if decided and decided != "none" and decided not in schedules:
+            # no advice the team cannot follow: the plan (and ADV003's comparison) use the
+            # best schedule the framework runs, and the page says why
+            framework_notes.append(
+                f"the decision table recommends {decided}, which {profile.title} does not run "
+                f"(policies/frameworks/{profile.name}.yaml: {', '.join(schedules)}); planned "
+                "with the best schedule it runs"
+            )
     # The policies computed it for HR004 already (sized_facts); the plan must agree with them.
     fits_one = bool(outcome.facts["derived.model_fits_one_gpu"])
     order: tuple[str, ...] = ()
@@ -240,7 +254,7 @@ def make_plan(
     result = search(manifest, order, settings, pipeline_needed)
     if result.training:  # the plan switched recompute or SP: judge and price it that way
         manifest = replace(manifest, training=replace(manifest.training, **dict(result.training)))
-    notes = list(result.notes)
+    notes = framework_notes + list(result.notes)
     if fits_one and not refused:
         notes.append("the whole training state fits one GPU: data parallelism only, no pipeline")
     c = result.candidate

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpguard import sizing
+from dpguard.frameworks import profiles
 from dpguard.manifest import DEPRECATED, Manifest
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb1p", "dualpipe", "dualpipev")
@@ -175,6 +176,13 @@ _SPECS = (
         "the proposal's tensor-parallel size is larger than derived.tensor_domain",
         anchor="parallelism.tensor",
     ),
+    _f(
+        "derived.framework_runs_schedule",
+        "bool",
+        "the stated framework runs the proposed schedule (unset: no framework or no schedule)",
+        anchor="parallelism.schedule",
+    ),
+    _f("runtime.schedules", "str", "the schedules the framework profile runs, comma-separated"),
     _f(
         "derived.proposed",
         "bool",
@@ -645,6 +653,13 @@ def manifest_facts(manifest: Manifest) -> dict[str, Any]:
     facts["derived.tensor_domain"] = manifest.tensor_domain
     facts["derived.tensor_beyond_domain"] = None if p is None else p.tensor > manifest.tensor_domain
     facts["derived.proposed"] = p is not None
+    profile = profiles.profile(manifest.runtime.profile)
+    facts["runtime.schedules"] = ", ".join(profile.schedules)
+    facts["derived.framework_runs_schedule"] = (
+        profile.runs(p.schedule)
+        if p is not None and p.schedule and manifest.runtime.stated
+        else None
+    )
     facts["derived.data_parallel"] = manifest.data_parallel
     facts["derived.microbatches"] = manifest.microbatches
     facts["derived.microbatches_per_rank"] = None

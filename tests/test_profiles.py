@@ -1,0 +1,242 @@
+"""Framework profiles (policies/frameworks/*.yaml): the data, its loader's errors, and what the
+profiles do to a manifest's runtime, its memory band and its meaning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+
+from dpguard import sizing
+from dpguard.catalog import load_catalog
+from dpguard.check import check_file
+from dpguard.errors import ConfigError
+from dpguard.frameworks import profiles
+from dpguard.frameworks.read import FORMATS
+from dpguard.manifest import DEPRECATED, build_manifest
+from dpguard.policy.load import load_policies
+from dpguard.schedules import SCHEDULES
+from dpguard.validate import validate
+from dpguard.yamlsource import load_text
+
+ROOT = Path(__file__).resolve().parents[1]
+CALIBRATION = ROOT / "tests" / "data" / "calibration"
+
+
+@pytest.fixture(scope="module")
+def policies() -> Any:
+    return load_policies([])
+
+
+def test_every_reader_format_has_a_profile_and_one_is_the_default() -> None:
+    loaded = profiles.load_profiles()
+    assert set(FORMATS) == set(loaded)
+    assert [p.name for p in loaded.values() if p.default] == ["megatron"]
+    assert profiles.profile(None).name == "megatron"
+
+
+def test_the_profile_schema_is_a_json_schema_and_every_file_passes_it() -> None:
+    schema = json.loads((ROOT / "schemas" / "profile.schema.json").read_text(encoding="utf-8"))
+    Draft202012Validator.check_schema(schema)
+    for path in sorted((ROOT / "policies" / "frameworks").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        assert list(Draft202012Validator(schema).iter_errors(data)) == [], path.name
+
+
+@pytest.mark.parametrize("name", sorted(profiles.names()))
+def test_each_profile_cites_a_source_for_every_trait_and_runs_known_schedules(name: str) -> None:
+    profile = profiles.profile(name)
+    assert set(profile.traits) <= set(profiles.TRAITS)
+    assert set(profile.trait_sources) == set(profile.traits)
+    assert all(source.strip() for source in profile.trait_sources.values())
+    assert profile.schedules and set(profile.schedules) <= set(SCHEDULES)
+    assert "1f1b" in profile.schedules  # the planner's last resort runs everywhere
+    assert set(profile.runtime()) == set(profiles.TRAITS)
+
+
+def test_variants_inherit_what_they_do_not_replace() -> None:
+    megatron, nemo, flagscale = (profiles.profile(n) for n in ("megatron", "nemo", "flagscale"))
+    assert nemo.traits == megatron.traits and nemo.schedules == megatron.schedules
+    assert nemo.emit == "nemo" and "FW005" in nemo.validations
+    assert flagscale.schedules == ("1f1b", "interleaved-1f1b", "dualpipev")
+    # overlap entries are replaced one by one: FlagScale's EP switch, Megatron's DP switches
+    assert flagscale.overlap["dp_grad_reduce"] == megatron.overlap["dp_grad_reduce"]
+    assert not flagscale.overlap["ep"]
+
+
+def test_a_trait_the_framework_lacks_takes_its_neutral_value_and_no_override() -> None:
+    titan = profiles.profile("torchtitan")
+    assert "fp8_weight_cache" not in titan.traits
+    assert titan.runtime({"fp8_weight_cache": True})["fp8_weight_cache"] is False
+    assert titan.runtime({"cross_entropy": "fused"})["cross_entropy"] == "fused"
+    assert titan.runtime()["cross_entropy"] == "unfused"
+
+
+def _raw(name: str, **extra: Any) -> tuple[str, dict[str, Any]]:
+    data: dict[str, Any] = {
+        "apiVersion": "dpguard/v1",
+        "kind": "FrameworkProfile",
+        "metadata": {"name": name, "title": name, "source": "test"},
+        **extra,
+    }
+    return f"policies/frameworks/{name}.yaml", data
+
+
+def test_a_broken_profile_is_dpguards_own_error_at_its_position() -> None:
+    text = (
+        "apiVersion: dpguard/v1\nkind: FrameworkProfile\nmetadata: {name: x, title: x, "
+        "source: s}\nschedules: [{schedule: 1f1b, source: s}]\ntraits:\n"
+        "  flash_atention: {value: true, source: s}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        profiles._validated(text, "policies/frameworks/x.yaml")
+    assert str(caught.value).startswith("policies/frameworks/x.yaml:6:3: unknown key")
+    assert "did you mean 'flash_attention'?" in str(caught.value)
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        profiles._validated("a: [", "policies/frameworks/x.yaml")
+
+
+def test_extends_must_name_a_profile_and_never_loop() -> None:
+    loop = {"a": _raw("a", extends="b"), "b": _raw("b", extends="a")}
+    with pytest.raises(ConfigError, match="extends forms a cycle: a -> b -> a"):
+        profiles._build("a", loop)
+    with pytest.raises(ConfigError, match="extends unknown profile 'nothing'"):
+        profiles._build("c", {"c": _raw("c", extends="nothing")})
+    with pytest.raises(ConfigError, match="must list its schedules"):
+        profiles._build("d", {"d": _raw("d")})
+
+
+MANIFEST = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata: {name: llama-70b}
+cluster: {gpus: 256, accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}
+model: {architecture: dense, total_params: 70B, layers: 80, hidden_size: 8192,
+  attention_heads: 64, kv_heads: 8, seq_len: 8192, vocab_size: 128256,
+  ffn_hidden_size: 28672, ffn_activation: swiglu}
+training: {tokens: 2T, global_batch_size: 512, activation_recompute: selective}
+parallelism: {tensor: 8, pipeline: 4, schedule: 1f1b}
+"""
+
+
+def _manifest(text: str) -> Any:
+    doc = load_text(text, "m.yaml")
+    assert [f for f in validate(doc, load_catalog()) if f.severity.value == "error"] == []
+    return build_manifest(doc, load_catalog())
+
+
+def _worst(text: str, policies: Any) -> Any:
+    m = _manifest(text)
+    strategy = sizing.proposal(m, m.parallelism.schedule)
+    estimate = sizing.stage_memory(m, strategy, policies.settings, span=True)
+    return estimate.worst
+
+
+def test_the_band_of_a_framework_less_manifest_contains_every_framework_s_estimate(
+    policies: Any,
+) -> None:
+    unnamed = _worst(MANIFEST, policies)
+    named = {
+        name: _worst(MANIFEST.replace("training: {", f"training: {{framework: {name}, "), policies)
+        for name in profiles.names()
+    }
+    for name, worst in named.items():
+        assert unnamed.low <= worst.low and worst.high <= unnamed.high, name
+        assert unnamed.low <= worst.total <= unnamed.high, name
+    # the centre is the default profile's; naming another framework moves it
+    assert unnamed.total == named["megatron"].total
+    assert named["torchtitan"].total > named["megatron"].total  # DTensor TP, torch pipelining
+    # a framework narrows the band to its own
+    assert named["megatron"].high - named["megatron"].low < unnamed.high - unnamed.low
+
+
+def test_the_band_spans_only_frameworks_that_run_the_schedule(policies: Any) -> None:
+    # DeepSpeed runs 1F1B only: an interleaved proposal is not priced with its runtime
+    interleaved = MANIFEST.replace(
+        "schedule: 1f1b", "virtual_stages: 2, schedule: interleaved-1f1b"
+    )
+    m = _manifest(interleaved)
+    names = {name for name, _ in sizing.alternative_runtimes(m, "interleaved-1f1b")}
+    assert not any("deepspeed" in n for n in names)
+    assert any("torchtitan" in n for n in names)
+    assert sizing.alternative_runtimes(m, "dualpipe") == ()
+
+
+def test_a_framework_less_estimate_says_what_naming_the_framework_would_change(
+    policies: Any,
+) -> None:
+    m = _manifest(MANIFEST)
+    estimate = sizing.stage_memory(m, sizing.proposal(m, "1f1b"), policies.settings, span=True)
+    line = estimate.assumptions[-1]
+    assert line.startswith("no framework named: the central estimate assumes the megatron")
+    assert "torchtitan" in line and line.endswith("training.framework narrows it")
+    named = _manifest(MANIFEST.replace("training: {", "training: {framework: torchtitan, "))
+    estimate = sizing.stage_memory(named, sizing.proposal(named, "1f1b"), policies.settings)
+    assert estimate.assumptions[-1] == (
+        "runtime traits of the torchtitan profile (policies/frameworks/torchtitan.yaml)"
+    )
+
+
+def test_deprecated_spellings_keep_their_meaning(policies: Any) -> None:
+    new = MANIFEST.replace(
+        "parallelism:", "runtime: {flash_attention: false, main_grad_dtype: bf16}\nparallelism:"
+    ).replace("vocab_size: 128256,", "vocab_size: 128256, untie_embeddings: true,")
+    old = MANIFEST.replace(
+        "training: {", "training: {flash_attention: false, main_grad_dtype: bf16, "
+    ).replace("schedule: 1f1b}", "schedule: 1f1b, untie_embeddings: true}")
+    assert _worst(new, policies) == _worst(old, policies)
+    doc = load_text(old, "m.yaml")
+    infos = [f for f in validate(doc, load_catalog()) if f.code == "S008"]
+    assert sorted(f.message.split(" is ")[0] for f in infos) == [
+        "parallelism.untie_embeddings",
+        "training.flash_attention",
+        "training.main_grad_dtype",
+    ]
+    assert set(DEPRECATED) >= {"training.flash_attention", "parallelism.untie_embeddings"}
+
+
+def test_the_schema_marks_every_deprecated_spelling_with_its_new_place() -> None:
+    schema = json.loads((ROOT / "schemas" / "manifest.schema.json").read_text(encoding="utf-8"))
+    marked = {}
+    for section, node in schema["properties"].items():
+        for key, sub in node.get("properties", {}).items():
+            if sub.get("deprecated"):
+                marked[f"{section}.{key}"] = sub["x-replaced-by"]
+    assert marked == DEPRECATED
+
+
+def test_untie_embeddings_alone_does_not_make_a_proposal() -> None:
+    text = MANIFEST.replace("parallelism: {tensor: 8, pipeline: 4, schedule: 1f1b}", "")
+    assert _manifest(text + "parallelism: {untie_embeddings: true}\n").parallelism is None
+    assert _manifest(text + "parallelism: {untie_embeddings: true}\n").model.untie_embeddings
+    assert _manifest(text + "parallelism: {}\n").parallelism is not None  # as before
+
+
+CALIBRATED = sorted(
+    p
+    for p in CALIBRATION.glob("*.yaml")
+    if "framework:" in p.read_text(encoding="utf-8")
+    and "parallelism" in yaml.safe_load(p.read_text(encoding="utf-8"))
+)
+
+
+@pytest.mark.parametrize("path", CALIBRATED, ids=lambda p: p.stem)
+def test_a_profile_prices_exactly_the_knobs_it_replaces(path: Path, policies: Any) -> None:
+    """The calibration runs name their framework; written instead with every trait spelled out
+    (the old knobs) and no framework, the central estimate is the same to the byte."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    named = check_file(str(path), None, policies).manifest
+    assert named is not None and named.runtime.stated
+    data["training"].pop("framework")
+    data["runtime"] = {k: getattr(named.runtime, k) for k in profiles.TRAITS}
+    knobs = _manifest(yaml.safe_dump(data))
+    assert not knobs.runtime.stated
+    schedule = named.parallelism.schedule or "1f1b"
+    a = sizing.stage_memory(named, sizing.proposal(named, schedule), policies.settings)
+    b = sizing.stage_memory(knobs, sizing.proposal(knobs, schedule), policies.settings)
+    assert a is not None and b is not None
+    assert [r.total for r in a.ranks] == [r.total for r in b.ranks]
