@@ -478,6 +478,16 @@ def _priced(
     return None if estimate is None else estimate.worst.total / GIB
 
 
+def memory_floor(manifest: Manifest) -> float:
+    """Bytes per GPU that no layout goes under, with every lever dpguard knows on: each weight
+    in 16 bits (8 under FP8, as FP8 primary weights keep it) and a 16-bit gradient, both sharded
+    over every GPU (ZeRO-3 or TP x PP x EP), the optimizer states in host memory, no
+    activations. Parameter offload (ZeRO-Infinity) is no lever of dpguard's: such a run waives
+    the rule that reads this (HR014)."""
+    weight = 1.0 if manifest.training.precision == "fp8" else 2.0
+    return manifest.model.total_params * (weight + 2.0) / manifest.cluster.gpus
+
+
 def model_fits_one_gpu(manifest: Manifest, settings: Mapping[str, Any]) -> bool:
     """Would the run certainly need no model parallelism? Weights and gradients replicated on
     every GPU (ZeRO-2/3 sharding of them is itself model-state parallelism, so it is capped at

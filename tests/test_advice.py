@@ -11,6 +11,7 @@ from ruamel.yaml import YAML
 
 from dpguard.check import check_file
 from dpguard.policy.load import load_policies
+from dpguard.reporters.model import decision_text
 
 DENSE_512 = {
     "apiVersion": "dpguard/v1",
@@ -118,12 +119,25 @@ def test_no_feasible_plan_gets_adv005_and_no_adv003(tmp_path, policies):
     assert "at the closest layout" in adv.message
 
 
-def test_bloom_1f1b_on_384_gpus_draws_adv003_with_the_zero_bubble_savings(policies):
-    """BLOOM-176B ran 1F1B at TP4 PP12 on 384 A100 (tests/data/calibration/bloom-176b.yaml):
-    1F1B is the default only under 100 GPUs, so the proposal draws ADV003 with the GPU-hours
-    Zero Bubble would save at its P = 12 and M = 128."""
+def test_bloom_1f1b_on_384_gpus_draws_adv003_only_where_zero_bubble_runs(tmp_path, policies):
+    """BLOOM-176B ran 1F1B at TP4 PP12 on 384 A100 (tests/data/calibration/bloom-176b.yaml)
+    under DeepSpeed's pipeline engine, which runs 1F1B only: no advice to switch to a schedule
+    it cannot run, and the decision line says why the plan is 1F1B. The same manifest without
+    its framework draws ADV003 with the GPU-hours Zero Bubble would save at its P = 12, M = 128
+    (1F1B is the default only under 100 GPUs)."""
     path = Path(__file__).parent / "data" / "calibration" / "bloom-176b.yaml"
     result = check_file(str(path), None, policies)
+    assert "ADV003" not in [f.code for f in result.findings]
+    assert result.plan.schedule == "1f1b"
+    decision = decision_text(result)
+    assert decision is not None
+    assert decision.startswith("decision: zb1p (DT003) (deepspeed does not run zb1p: planned")
+    unnamed = tmp_path / "bloom.yaml"
+    unnamed.write_text(
+        path.read_text(encoding="utf-8").replace("  framework: deepspeed\n", ""),
+        encoding="utf-8",
+    )
+    result = check_file(str(unnamed), None, policies)
     (adv,) = [f for f in result.findings if f.code == "ADV003"]
     assert "proposed schedule 1f1b differs from dpguard's recommendation zb1p (DT003)" in (
         adv.message

@@ -213,6 +213,25 @@ _SPECS = (
         anchor="parallelism.pipeline",
     ),
     _f(
+        "derived.memory_floor_gb",
+        "number",
+        "GiB per GPU no layout goes under: 16-bit weights (8-bit under FP8) and gradients "
+        "sharded over every GPU, optimizer states in host memory",
+        anchor="cluster.gpus",
+    ),
+    _f(
+        "derived.fits_no_layout",
+        "bool",
+        "even the memory floor exceeds the usable memory: no layout fits on these GPUs",
+        anchor="cluster.gpus",
+    ),
+    _f(
+        "derived.gpus_for_floor",
+        "int",
+        "the fewest GPUs over which the memory floor fits the usable memory",
+        anchor="cluster.gpus",
+    ),
+    _f(
         "derived.model_fits_one_gpu",
         "bool",
         "weights, grads and ZeRO-1-sharded optimizer states plus one micro-batch certainly "
@@ -612,6 +631,16 @@ PLANNED = frozenset(
     }
 )
 
+# The derived facts that need the policy's settings (usable memory): set with the sized ones
+SIZED_DERIVED = frozenset(
+    {
+        "derived.model_fits_one_gpu",
+        "derived.memory_floor_gb",
+        "derived.fits_no_layout",
+        "derived.gpus_for_floor",
+    }
+)
+
 # Facts the engine sets only after the decision table and the refusals have run (the decision,
 # the plan, and `sized_facts`). Decision and refuse rules cannot test them: they would always be
 # unset there, a condition that silently never holds.
@@ -619,7 +648,7 @@ LATE_FACTS = frozenset(
     path
     for path in FACTS
     if path.split(".")[0] in ("decision", "plan", "proposal", "policy", "schedules", "change")
-    or path == "derived.model_fits_one_gpu"
+    or path in SIZED_DERIVED
 )
 
 
@@ -677,6 +706,16 @@ def manifest_facts(manifest: Manifest) -> dict[str, Any]:
     return facts
 
 
+def _floor_facts(manifest: Manifest, settings: Mapping[str, Any]) -> dict[str, Any]:
+    floor, usable = sizing.memory_floor(manifest), sizing.usable_bytes(manifest, settings)
+    total = floor * manifest.cluster.gpus
+    return {
+        "derived.memory_floor_gb": floor / sizing.GIB,
+        "derived.fits_no_layout": floor > usable,
+        "derived.gpus_for_floor": math.ceil(total / usable) if usable > 0 else None,
+    }
+
+
 def sized_facts(
     manifest: Manifest,
     settings: Mapping[str, Any],
@@ -688,6 +727,7 @@ def sized_facts(
     reject the proposal (the hard rejects report that)."""
     facts: dict[str, Any] = {
         "derived.model_fits_one_gpu": sizing.model_fits_one_gpu(manifest, settings),
+        **_floor_facts(manifest, settings),
         "policy.memory_headroom": float(settings["memory_headroom"]),
         "policy.usable_memory_gb": sizing.usable_bytes(manifest, settings) / sizing.GIB,
     }
