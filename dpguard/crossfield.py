@@ -236,7 +236,8 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
     )
     if not (gbs and mbs):
         return
-    dp, micro = derived_sizes(gpus, tp, pp, cp, gbs, mbs)
+    gas = raw.integer("parallelism.accumulation_steps", 1) or 1
+    dp, micro = derived_sizes(gpus, tp, pp, cp, gbs, mbs, gas)
     assert dp is not None
     if ep and ep > 1 and (tp * cp * dp) % ep:
         # Expert parallelism borrows ranks from data x context x tensor parallelism:
@@ -252,7 +253,11 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
             "training.global_batch_size",
             "X003",
             f"global_batch_size ({gbs}) is not divisible by micro_batch_size x data parallel "
-            f"= {mbs} x {dp} = {mbs * dp}",
+            + (
+                f"= {mbs} x {dp} = {mbs * dp}"
+                if gas == 1
+                else f"x accumulation_steps = {mbs} x {dp} x {gas} = {mbs * dp * gas}"
+            ),
         )
         return
     explicit = raw.integer("parallelism.microbatches")
@@ -261,7 +266,11 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
             "parallelism.microbatches",
             "X004",
             f"microbatches is {explicit} but global_batch_size / (micro_batch_size x data "
-            f"parallel) = {gbs} / ({mbs} x {dp}) = {micro}",
+            + (
+                f"parallel) = {gbs} / ({mbs} x {dp}) = {micro}"
+                if gas == 1
+                else f"parallel x accumulation_steps) = {gbs} / ({mbs} x {dp} x {gas}) = {micro}"
+            ),
         )
 
 

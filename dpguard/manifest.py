@@ -166,6 +166,7 @@ class Parallelism:
     context: int
     microbatches: int | None  # as written; the effective M is Manifest.microbatches
     schedule: str | None
+    accumulation_steps: int = 1  # pipeline schedules run per optimizer step (torchtitan)
     account_for_embedding: bool = False  # the split counts the embedding as a layer
     account_for_loss: bool = False  # ... and the output layer + loss as another
     stage_layers: tuple[int, ...] | None = None  # layers per stage, when set by hand
@@ -285,20 +286,28 @@ def build_runtime(data: Mapping[str, Any], framework: str | None = None) -> Runt
 
 
 def derived_sizes(
-    gpus: int, tensor: int, pipeline: int, context: int, global_batch: int, micro_batch: int
+    gpus: int,
+    tensor: int,
+    pipeline: int,
+    context: int,
+    global_batch: int,
+    micro_batch: int,
+    accumulation: int = 1,
 ) -> tuple[int | None, int | None]:
     """Data-parallel size and M, or None where they are not whole numbers.
 
     Megatron-LM: DP = world / (TP x PP x CP) (megatron/training/arguments.py) and
-    M = GBS / (mbs x DP) (megatron/core/num_microbatches_calculator.py).
+    M = GBS / (mbs x DP) (megatron/core/num_microbatches_calculator.py). torchtitan runs its
+    pipeline schedule once per local batch and accumulates `accumulation` of them per step
+    (train.py: GAS = GBS / (local batch x DP)): M = GBS / (mbs x DP x GAS).
     """
     model_parallel = tensor * pipeline * context
     if gpus % model_parallel:
         return None, None
     dp = gpus // model_parallel
-    if global_batch % (micro_batch * dp):
+    if global_batch % (micro_batch * dp * accumulation):
         return dp, None
-    return dp, global_batch // (micro_batch * dp)
+    return dp, global_batch // (micro_batch * dp * accumulation)
 
 
 def build_manifest(
@@ -389,6 +398,7 @@ def build_manifest(
             context=p.get("context", 1),
             microbatches=p.get("microbatches"),
             schedule=p.get("schedule"),
+            accumulation_steps=p.get("accumulation_steps", 1),
             account_for_embedding=p.get("account_for_embedding", False),
             account_for_loss=p.get("account_for_loss", False),
             stage_layers=tuple(p["stage_layers"]) if "stage_layers" in p else None,
@@ -400,6 +410,7 @@ def build_manifest(
             parallelism.context,
             training.global_batch_size,
             training.micro_batch_size,
+            parallelism.accumulation_steps,
         )
     return Manifest(
         path=doc.name,

@@ -471,9 +471,10 @@ def _priced(
         return None
     dp = data_parallel(manifest, s)
     gbs, mbs = manifest.training.global_batch_size, manifest.training.micro_batch_size
-    if (s.tensor * s.context * dp) % s.expert or gbs % (mbs * dp):
+    steps = manifest.parallelism.accumulation_steps if manifest.parallelism else 1
+    if (s.tensor * s.context * dp) % s.expert or gbs % (mbs * dp * steps):
         return None
-    strategy = replace(s, microbatches=gbs // (mbs * dp))
+    strategy = replace(s, microbatches=gbs // (mbs * dp * steps))
     estimate = stage_memory(manifest, strategy, settings, training_setup(manifest, **changes))
     return None if estimate is None else estimate.worst.total / GIB
 

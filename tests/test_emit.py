@@ -126,12 +126,73 @@ def test_a_schedule_the_framework_does_not_run_is_replanned_and_said(capsys):
     assert "dualpipe" not in out.split("DPGUARD_PLAN_ARGS")[1]
 
 
-def test_flagscale_keeps_dualpipev_and_torchtitan_names_the_flavor(capsys):
+def test_flagscale_dualpipev_is_checked_by_flagscale_s_own_launch_rules(capsys, tmp_path):
+    """frontier-moe has an MTP module, which FlagScale's DualPipeV refuses at launch (FW008):
+    the emitted config is read back, judged, and planned again without DualPipeV. Without MTP
+    DualPipeV is kept."""
     assert main(["plan", "--emit", "flagscale", str(ROOT / "examples/frontier-moe.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "use_dualpipev" not in out.split("system:")[1]
+    assert "# note: flagscale refuses dualpipev for this run (FW008: " in out
+    no_mtp = tmp_path / "moe.yaml"
+    text = (ROOT / "examples/frontier-moe.yaml").read_text(encoding="utf-8")
+    no_mtp.write_text(text.replace("  mtp_layers: 1\n", ""), encoding="utf-8")
+    assert main(["plan", "--emit", "flagscale", str(no_mtp)]) == 0
     assert "use_dualpipev: true" in capsys.readouterr().out
+
+
+def test_torchtitan_names_the_flavor_and_never_another_model(capsys, tmp_path):
     assert main(["plan", "--emit", "torchtitan", str(ROOT / "examples/large-dense.yaml")]) == 0
     out = capsys.readouterr().out
     assert 'name = "llama3"\nflavor = "405B"' in out
+    # an MoE whose attention and dense FFN have Llama 3 8B's sizes is not llama3 8B
+    moe = tmp_path / "moe.yaml"
+    moe.write_text(
+        "apiVersion: dpguard/v1\nkind: TrainingManifest\nmetadata: {name: moe}\n"
+        "cluster: {gpus: 64, accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}\n"
+        "model: {architecture: moe, total_params: 47B, active_params: 13B, layers: 32, "
+        "hidden_size: 4096, attention_heads: 32, kv_heads: 8, ffn_hidden_size: 14336, "
+        "ffn_activation: swiglu, vocab_size: 128256, seq_len: 4096, experts: 8, "
+        "experts_per_token: 2}\ntraining: {tokens: 1T, global_batch_size: 512}\n",
+        encoding="utf-8",
+    )
+    main(["plan", "--emit", "torchtitan", str(moe)])
+    out = capsys.readouterr().out
+    assert "\n[model]\n" not in out and "no torchtitan flavor in dpguard's table" in out
+
+
+@pytest.mark.parametrize(
+    ("fmt", "written"),
+    [
+        ("nemo", "virtual_pipeline_model_parallel_size: null"),
+        ("flagscale", "num_virtual_stages_per_pipeline_rank: null"),
+        (
+            "megatron",
+            "# remove from your command (this plan switches it off): "
+            "--num-virtual-stages-per-pipeline-rank --num-layers-per-virtual-pipeline-stage",
+        ),
+    ],
+)
+def test_an_interleaved_config_planned_as_1f1b_switches_interleaving_off(
+    capsys, tmp_path, fmt, written
+):
+    """The emitted keys replace the config's own: an interleaved proposal planned as 1F1B
+    must say the virtual stages go, or the config would keep running interleaved."""
+    path = tmp_path / "il.yaml"
+    path.write_text(
+        "apiVersion: dpguard/v1\nkind: TrainingManifest\nmetadata: {name: il}\n"
+        "cluster: {gpus: 32, accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}\n"
+        "model: {architecture: dense, total_params: 70B, layers: 80, hidden_size: 8192, "
+        "attention_heads: 64, kv_heads: 8, seq_len: 4096, vocab_size: 128256, "
+        "ffn_hidden_size: 28672, ffn_activation: swiglu}\n"
+        "training: {tokens: 2T, global_batch_size: 64, activation_recompute: full}\n"
+        "parallelism: {tensor: 4, pipeline: 8, virtual_stages: 5, schedule: interleaved-1f1b}\n",
+        encoding="utf-8",
+    )
+    assert main(["plan", "--emit", fmt, str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# dpguard plan for il: 1f1b,")
+    assert written in out
 
 
 def test_an_infeasible_plan_emits_only_comments_and_exits_1(capsys):

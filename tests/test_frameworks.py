@@ -1088,3 +1088,30 @@ def test_nanotron_sequence_parallel_follows_tp_mode(tmp_path: Path, mode: str, s
     text = f"parallelism:\n  dp: 2\n  pp: 1\n  tp: 4{mode}\n"
     values = read(write(tmp_path, "config.yaml", text), "nanotron").values
     assert values["training.sequence_parallel"] is sp
+
+
+def test_torchtitan_accumulates_local_batches_each_a_pipeline_schedule(tmp_path: Path) -> None:
+    """torchtitan runs pp_schedule.step() once per local batch and accumulates gradients over
+    global / (local x DP) of them (train.py): local batch 4, micro-batch 1 and global 1,024 on
+    256 GPUs (TP 8, PP 4: DP 8) is M = 4 per schedule, 32 accumulation steps, not M = 128."""
+    write(
+        tmp_path,
+        "job.toml",
+        '[model]\nname = "llama3"\nflavor = "70B"\n[training]\nlocal_batch_size = 4\n'
+        "global_batch_size = 1024\nseq_len = 8192\nsteps = 1000\n[parallelism]\n"
+        "data_parallel_shard_degree = -1\ntensor_parallel_degree = 8\n"
+        "pipeline_parallel_degree = 4\npipeline_parallel_microbatch_size = 1\n",
+    )
+    run = write(
+        tmp_path,
+        "run.yaml",
+        "apiVersion: dpguard/v1\nkind: TrainingManifest\nmetadata: {name: tt}\n"
+        "source: {path: job.toml}\ncluster: {gpus: 256, accelerator: H100-SXM, "
+        "interconnect: {inter_node_gbps_per_gpu: 400}}\n",
+    )
+    result = check_file(str(run), None, load_policies([]))
+    m = result.manifest
+    assert m is not None and m.parallelism is not None
+    assert (m.data_parallel, m.parallelism.accumulation_steps, m.microbatches) == (8, 32, 4)
+    assert result.outcome is not None
+    assert abs(result.outcome.facts["proposal.bubble"] - 3 / 7) < 1e-9  # (P-1)/(M+P-1)

@@ -342,6 +342,7 @@ TYPES = [
     ("parallelism.expert", "64.0", "an integer", "64.0"),
     ("parallelism.context", "true", "an integer", "true"),
     ("parallelism.microbatches", "'120'", "an integer", "'120'"),
+    ("parallelism.accumulation_steps", "2.0", "an integer", "2.0"),
     ("model.untie_embeddings", "'yes'", "true or false", "'yes'"),
     ("model.untie_embeddings", "yes", "true or false", "'yes'"),
     ("model.untie_embeddings", "1", "true or false", "1"),
@@ -537,6 +538,7 @@ RANGES = [
     ("parallelism.expert", "0", 1, "65537", 65536),
     ("parallelism.context", "0", 1, "1025", 1024),
     ("parallelism.microbatches", "0", 1, "16777217", 16777216),
+    ("parallelism.accumulation_steps", "0", 1, "65537", 65536),
 ]
 
 
@@ -869,7 +871,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 95
+    assert len(list(properties(SCHEMA))) == 96
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -918,6 +920,9 @@ def test_schema_defaults_match_the_normalised_manifest(valid_manifest_text: str)
         "parallelism.virtual_stages": m.parallelism.virtual_stages if m.parallelism else None,
         "parallelism.expert": m.parallelism.expert if m.parallelism else None,
         "parallelism.context": m.parallelism.context if m.parallelism else None,
+        "parallelism.accumulation_steps": (
+            m.parallelism.accumulation_steps if m.parallelism else None
+        ),
         "model.untie_embeddings": m.model.untie_embeddings,
         "parallelism.account_for_embedding": (
             m.parallelism.account_for_embedding if m.parallelism else None

@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _emit(plan: Any, manifest: Any, outcome: Any, policies: Any, fmt: str) -> int:
     from dpguard.exitcodes import ExitCode
-    from dpguard.frameworks.emit import emit, schedules
+    from dpguard.frameworks.emit import schedules
+    from dpguard.planner.emitted import emit_checked
     from dpguard.planner.plan import make_plan
 
     notes: list[str] = []
@@ -77,5 +78,7 @@ def _emit(plan: Any, manifest: Any, outcome: Any, policies: Any, fmt: str) -> in
         )
         # the manifest as judged: the plan's own may carry the recompute it switched
         plan = make_plan(manifest, outcome, policies, runs)
-    sys.stdout.write(emit(plan, fmt, notes))
-    return ExitCode.FAILED if plan.status == "infeasible" else ExitCode.OK
+    plan, text = emit_checked(plan, manifest, fmt, policies, notes)
+    sys.stdout.write(text)
+    refused = any(note.startswith(f"{fmt} refuses this at launch") for note in notes)
+    return ExitCode.FAILED if plan.status == "infeasible" or refused else ExitCode.OK

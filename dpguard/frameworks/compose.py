@@ -208,11 +208,12 @@ def _derive_params(data: dict[str, Any], keys: dict, files: dict, name: str) -> 
 
 
 def _derive_batch(extract: Extract, data: dict[str, Any], put: Any) -> None:
-    """The global batch (and tokens) of a file that gives the batch per data-parallel replica
-    and leaves the replica count to the GPU count: DP = GPUs / (TP x PP x CP)."""
+    """From the batch one data-parallel replica takes per pipeline schedule (torchtitan's local
+    batch), with DP = GPUs / (TP x PP x CP): the global batch (and tokens) where no input gives
+    it, else the gradient-accumulation steps that make it up (train.py: GBS / (local x DP))."""
     training = data.get("training") or {}
     gpus = value_at(data, ("cluster", "gpus"))
-    if extract.replica_batch is None or "global_batch_size" in training or not gpus:
+    if extract.replica_batch is None or not gpus:
         return
     parallel = data.get("parallelism") or {}
     group = 1
@@ -222,7 +223,13 @@ def _derive_batch(extract: Extract, data: dict[str, Any], put: Any) -> None:
     if not isinstance(gpus, int) or gpus % group:
         return  # X001 says the GPUs do not divide
     per_replica, origin = extract.replica_batch
-    gbs = per_replica * (gpus // group)
+    step = per_replica * (gpus // group)
+    written = training.get("global_batch_size")
+    if isinstance(written, int) and not isinstance(written, bool):
+        if written > step and written % step == 0 and "accumulation_steps" not in parallel:
+            put(("parallelism", "accumulation_steps"), written // step, origin)
+        return  # anything else: X003 says the batch does not divide
+    gbs = step
     put(("training", "global_batch_size"), gbs, origin)
     seq = value_at(data, ("model", "seq_len"))
     if extract.steps is not None and "tokens" not in training and isinstance(seq, int):

@@ -86,12 +86,31 @@ def megatron_args(plan: Plan) -> tuple[list[tuple[str, Any]], list[str]]:
         args.append(("account_for_loss_in_pipeline_split", None))
     if plan.schedule == "dualpipev":
         args.append(("use_dualpipev", None))  # FlagScale's switch (arguments.py.patch)
+    # what the proposal ran and the plan does not: written off, since these keys replace
+    # the config's own (an interleaved config planned as 1F1B keeps no virtual stages)
+    p = m.parallelism
+    if p is not None and p.virtual_stages > 1 and plan.schedule != "interleaved-1f1b":
+        args.append(("num_virtual_stages_per_pipeline_rank", OFF))
+    if p is not None and p.schedule == "dualpipev" and plan.schedule != "dualpipev":
+        args.append(("use_dualpipev", OFF))
     return args, notes
+
+
+# A setting the plan switches off: null in YAML (the framework's default, unset), and on a
+# Megatron command line a note to remove the flag (argparse has no way to unset one)
+OFF = "<off>"
 
 
 def _megatron(plan: Plan, args: list[tuple[str, Any]]) -> list[str]:
     lines = ["DPGUARD_PLAN_ARGS=("]
+    off = [flag(name) for name, value in args if value == OFF]
+    if flag("num_virtual_stages_per_pipeline_rank") in off:  # its other spelling
+        off.append(flag("num_layers_per_virtual_pipeline_stage"))
+    if off:
+        lines.insert(0, f"# remove from your command (this plan switches it off): {' '.join(off)}")
     for name, value in args:
+        if value == OFF:
+            continue
         if value is None:
             lines.append(f"    {flag(name)}")
         elif isinstance(value, list):
@@ -118,7 +137,7 @@ def _nodes(plan: Plan) -> tuple[int, int]:
 def _yaml_value(value: Any) -> str:
     # JSON is valid YAML for the scalars and flat lists written here, and quotes strings
     # that YAML would otherwise read as something else
-    return json.dumps(value)
+    return "null" if value == OFF else json.dumps(value)
 
 
 def _yaml(sections: Iterable[tuple[str, list[tuple[str, Any]]]]) -> list[str]:
@@ -263,13 +282,27 @@ def _flavor(plan: Plan) -> tuple[str, str] | None:
     m = plan.manifest.model
     for name, entry in sorted(flavors().items()):
         for flavor, shape in sorted((entry.get("flavors") or {}).items()):
-            if all(
-                getattr(m, key, None) == shape[key]
-                for key in ("layers", "hidden_size", "attention_heads", "ffn_hidden_size")
-                if key in shape
-            ):
+            # the whole block's shape, experts included: a dense flavor of the same width is
+            # another model (an MoE must never be emitted as llama3 8B)
+            if all(getattr(m, key, None) == shape[key] for key in _FLAVOR_KEYS if key in shape):
                 return name, flavor
     return None
+
+
+_FLAVOR_KEYS = (
+    "architecture",
+    "layers",
+    "hidden_size",
+    "attention_heads",
+    "kv_heads",
+    "ffn_hidden_size",
+    "experts",
+    "experts_per_token",
+    "moe_ffn_hidden_size",
+    "shared_experts",
+    "dense_layers",
+    "attention",
+)
 
 
 def emit(plan: Plan, fmt: str, notes: Sequence[str] = ()) -> str:

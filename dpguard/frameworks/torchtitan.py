@@ -275,10 +275,11 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
     gbs_value = values.get("training.global_batch_size")
     if steps and gbs_value and seq:
         put("training.tokens", steps * gbs_value * seq, steps_at)
-    deferred = None
-    if gbs_value is None and shard == -1:  # the ranks left over: known with the GPU count
-        # DP = replicate x shard = GPUs / (CP x TP x PP), whatever the replicate degree
-        deferred = (local, local_at or Origin(path, Position(1, 1)))
+    # torchtitan runs the pipeline schedule once per local batch (pp_schedule.step()) and
+    # accumulates GBS / (local x DP) of them per optimizer step; compose counts them (or the
+    # global batch, when the ranks left over are known only with the GPU count:
+    # DP = replicate x shard = GPUs / (CP x TP x PP), whatever the replicate degree)
+    deferred = (local, local_at or Origin(path, Position(1, 1)))
 
     # schedule
     schedule, schedule_at = find(
