@@ -31,8 +31,11 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Literal, NamedTuple
 
+from dpguard.schedules.registry import SCHEDULES
+
 Precision = Literal["bf16", "fp8", "fp16"]
 PipelineImpl = Literal["megatron", "torch", "deepspeed"]
+Loss = Literal["fused", "unfused", "chunked", "fused_linear"]
 Recompute = Literal["none", "selective", "selective_op", "full"]
 RecomputeMethod = Literal["uniform", "block"]
 
@@ -293,7 +296,7 @@ class TrainingSetup:
     activation_offload: bool = False
     optimizer_offload: float = 0.0
     flash_attention: bool = True
-    fused_cross_entropy: bool = True  # cross_entropy: unfused keeps fp32 copies of the logits
+    loss: Loss = "fused"  # the cross-entropy implementation (runtime.cross_entropy)
     dtensor_tp: bool = False  # tensor_parallel_impl: dtensor (PyTorch DTensor, torchtitan)
     pipeline_impl: PipelineImpl = "megatron"  # the pipeline runtime (pipeline_parallel_impl)
 
@@ -589,19 +592,17 @@ class PipelineLayout(NamedTuple):
 def pipeline_layout(
     schedule: str, ranks: int, virtual: int, inflight: Sequence[int]
 ) -> PipelineLayout:
-    """Stage placement of each schedule (dpguard.schedules definitions)."""
-    if schedule == "dualpipev":
-        order = tuple(range(ranks)) + tuple(reversed(range(ranks)))
-        return PipelineLayout(ranks, 2 * ranks, order, tuple(inflight))
-    chunks = virtual if schedule == "interleaved-1f1b" else 1
-    stages = ranks * chunks
+    """Stage placement of `schedule`, from its registry entry (dpguard.schedules): the stage
+    count, each stage's rank, DualPipe's mirrored copy, ZB-H1's deferred weight passes."""
+    spec = SCHEDULES[schedule]
+    stages = spec.stages(ranks, spec.virtual(virtual))
     return PipelineLayout(
         ranks,
         stages,
-        tuple(s % ranks for s in range(stages)),
+        spec.placement(ranks, stages),
         tuple(inflight),
-        mirror=schedule == "dualpipe",
-        deferred_w=schedule == "zb1p",
+        mirror=spec.mirrored,
+        deferred_w=spec.defers_weight,
     )
 
 
@@ -693,20 +694,36 @@ class MemoryEstimate(NamedTuple):
 def output_bytes(
     arch: Architecture, parallel: ParallelDegrees, training: TrainingSetup, tokens: float
 ) -> float:
-    """The loss's peak on the last stage. Megatron's vocab-parallel cross-entropy keeps the
-    fp32 logits (4 B each, Korthikanti §4.3). An unfused loss (torchtitan's `pred.float()` then
-    F.cross_entropy) peaks as the backward pass starts: the fp32 log-probabilities, their
-    gradient and the input's gradient, 12 B; DTensor's vocab-parallel log-softmax backward adds
-    an exp temporary beside the gradient (torch/distributed/tensor/parallel/loss.py), 16 B.
+    """The loss's peak on the last stage, by implementation (runtime.cross_entropy):
+    - fused: Megatron's vocab-parallel cross-entropy keeps the fp32 logits (4 B each,
+      Korthikanti §4.3);
+    - unfused (torchtitan's `pred.float()` then F.cross_entropy) peaks as the backward pass
+      starts: the fp32 log-probabilities, their gradient and the input's gradient, 12 B;
+      DTensor's vocab-parallel log-softmax backward adds an exp temporary beside the gradient
+      (torch/distributed/tensor/parallel/loss.py), 16 B;
+    - chunked (torchtune's CEWithChunkedOutputLoss, 8 chunks): every chunk's bf16 logits stay
+      for the backward pass (2 B) and one chunk at a time runs the unfused fp32 loss (12 B / 8);
+    - fused_linear (Liger's LigerFusedLinearCrossEntropy, fused_linear_cross_entropy.py): the
+      output projection and the loss run chunk by chunk in the forward pass, in chunks of
+      BT / ceil(V / H) tokens so that a chunk's logits are the size of the hidden states; no
+      full logits, but the input's gradient (2 B per hidden value), one chunk's bf16 logits
+      (about as many) and the output weight's gradient (V x H / TP, 2 B) until the backward.
     DTensor also keeps the final norm's output all-gathered for the output projection."""
     t = parallel.tensor
-    per_logit = 4.0
-    if not training.fused_cross_entropy:
-        per_logit = 16.0 if training.dtensor_tp and t > 1 else 12.0
-    out = per_logit * tokens * arch.vocab_size / t
+    if training.loss == "fused_linear":
+        out = 4.0 * tokens * arch.hidden_size + 2.0 * arch.vocab_size * arch.hidden_size / t
+    else:
+        per_logit = {"fused": 4.0, "chunked": 2.0 + 12.0 / _LOSS_CHUNKS}.get(training.loss, 12.0)
+        if training.loss == "unfused" and training.dtensor_tp and t > 1:
+            per_logit = 16.0
+        out = per_logit * tokens * arch.vocab_size / t
     if training.dtensor_tp and t > 1:
         out += 2.0 * tokens * arch.hidden_size
     return out
+
+
+# torchtune's TransformerDecoder.num_output_chunks with CEWithChunkedOutputLoss (its recipes)
+_LOSS_CHUNKS = 8
 
 
 def _stage_params(
@@ -1043,7 +1060,7 @@ def _assumptions(
         f"SP {'on' if parallel.sp else 'off'}"
         + (", DTensor TP keeps the gathered GEMM inputs" if training.dtensor_tp else "")
         + (", offloaded to host but for 2 micro-batches" if training.activation_offload else "")
-        + ("" if training.fused_cross_entropy else ", unfused cross-entropy"),
+        + ("" if training.loss == "fused" else f", {training.loss} cross-entropy"),
         f"{pipe.stages} stage{'s' if pipe.stages > 1 else ''} on {pipe.ranks} "
         f"rank{'s' if pipe.ranks > 1 else ''}"
         + (", a second copy of the mirrored stage per rank" if pipe.mirror else "")

@@ -121,7 +121,7 @@ def training_setup(
         activation_offload=t.activation_offload,
         optimizer_offload=t.optimizer_offload,
         flash_attention=r.flash_attention,
-        fused_cross_entropy=r.cross_entropy == "fused",
+        loss=r.cross_entropy,  # type: ignore[arg-type]
         dtensor_tp=r.tensor_parallel_impl == "dtensor",
         pipeline_impl=r.pipeline_parallel_impl,  # type: ignore[arg-type]
     )
@@ -189,7 +189,10 @@ def _simulate(schedule: str, ranks: int, microbatches: int, virtual: int, times:
 
 
 def _virtual(s: Strategy) -> int:
-    return s.virtual_stages if s.schedule == "interleaved-1f1b" else 1
+    from dpguard.schedules import SCHEDULES
+
+    spec = SCHEDULES.get(s.schedule)  # "none": no pipeline
+    return spec.virtual(s.virtual_stages) if spec is not None else 1
 
 
 # The largest run (stages x micro-batches) simulated step by step inside `review` and `plan`
@@ -429,7 +432,7 @@ def remedies(
     t, m, c = manifest.training, manifest.model, manifest.cluster
     trials: list[tuple[str, Manifest, Strategy, dict[str, Any]]] = []
     if manifest.runtime.cross_entropy == "unfused":
-        trials.append(("runtime.cross_entropy: fused", manifest, s, {"fused_cross_entropy": True}))
+        trials.append(("runtime.cross_entropy: fused", manifest, s, {"loss": "fused"}))
     if t.activation_storage != "fp8" and t.activation_recompute != "selective_op":
         # (per-op checkpointing saves bf16 matmul outputs: FP8 input caching changes nothing)
         trials.append(("activation_storage: fp8", manifest, s, {"activation_fp8": True}))

@@ -18,6 +18,7 @@ import yaml
 
 from dpguard import sizing
 from dpguard.planner.plan import Plan, untied
+from dpguard.schedules import SCHEDULES
 
 
 class KeptWarning(NamedTuple):
@@ -36,7 +37,7 @@ def manifest_patch(plan: Plan) -> dict[str, Any] | None:
     parallelism: dict[str, Any] = {
         "tensor": s.tensor,
         "pipeline": s.pipeline,
-        "virtual_stages": s.virtual_stages if plan.schedule == "interleaved-1f1b" else 1,
+        "virtual_stages": SCHEDULES[s.schedule].virtual(s.virtual_stages) if pipelined else 1,
         "expert": s.expert,
         "context": s.context,
         "microbatches": s.microbatches,

@@ -22,6 +22,7 @@ from dpguard.planner.search import Candidate, search
 from dpguard.policy.engine import Outcome, evaluate
 from dpguard.policy.facts import SCHEDULES, manifest_facts
 from dpguard.policy.model import Policies
+from dpguard.schedules import SCHEDULES as SPECS
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,10 @@ def _kernel(manifest: Manifest, tensor: int, expert: int, settings: Mapping[str,
 def _schedule_numbers(
     manifest: Manifest, strategy: sizing.Strategy, settings: Mapping[str, Any], name: str
 ) -> ScheduleNumbers:
-    from dpguard.schedules import SCHEDULES as SPECS
     from dpguard.schedules import check
 
     # Interleaved 1F1B is compared at v >= 2 (with v = 1 it is plain 1F1B).
-    virtual = max(2, strategy.virtual_stages) if name == "interleaved-1f1b" else 1
+    virtual = SPECS[name].virtual(max(2, strategy.virtual_stages))
     s = replace(strategy, schedule=name, virtual_stages=virtual)
     problems = tuple(check(name, s.pipeline, s.microbatches, virtual))
     result = None if problems else sizing.bubble(s, settings)
@@ -181,7 +181,7 @@ def _judge(
     proposal = Parallelism(
         tensor=s.tensor,
         pipeline=s.pipeline,
-        virtual_stages=s.virtual_stages if schedule == "interleaved-1f1b" else 1,
+        virtual_stages=SPECS[schedule].virtual(s.virtual_stages) if schedule in SPECS else 1,
         expert=s.expert,
         context=s.context,
         microbatches=s.microbatches,

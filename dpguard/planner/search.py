@@ -101,7 +101,7 @@ def _fit(
     """The best micro-batch size at which `base` runs and fits `attempt.limit`; otherwise
     appends one reason to `why`: the memory of the smallest stage that ran (the closest to
     fitting), else the first schedule constraint that failed."""
-    from dpguard.schedules import check
+    from dpguard.schedules import SCHEDULES, check
 
     dp = sizing.data_parallel(manifest, base)
     choices = _mbs_choices(manifest, dp, base, settings)
@@ -119,7 +119,7 @@ def _fit(
             continue
         micro = manifest.training.global_batch_size // (dp * mbs)
         s = replace(base, microbatches=micro)
-        virtual = s.virtual_stages if s.schedule == "interleaved-1f1b" else 1
+        virtual = SCHEDULES[s.schedule].virtual(s.virtual_stages) if s.schedule != "none" else 1
         violations = check(s.schedule, s.pipeline, micro, virtual) if s.schedule != "none" else ()
         if violations:
             violated.append(violations[0])

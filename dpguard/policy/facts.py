@@ -137,7 +137,12 @@ _SPECS = (
     _f("runtime.fp8_param_gather", "bool", "weights kept in FP8 (FP8 primary weights)"),
     _f("runtime.parameter_transpose_cache", "bool", "TE caches each FP8 weight's transpose"),
     _f("runtime.flash_attention", "bool", "attention keeps no s x s scores"),
-    _f("runtime.cross_entropy", "str", "loss implementation", ("fused", "unfused")),
+    _f(
+        "runtime.cross_entropy",
+        "str",
+        "loss implementation",
+        ("fused", "unfused", "chunked", "fused_linear"),
+    ),
     _f("runtime.tensor_parallel_impl", "str", "tensor-parallel style", ("megatron", "dtensor")),
     _f(
         "runtime.pipeline_parallel_impl",

@@ -38,6 +38,16 @@ def _p(ranks: int, v: int) -> int:
     return ranks
 
 
+def _looped(ranks: int, stages: int) -> tuple[int, ...]:
+    """Stage s on rank s mod P (one stage per rank, or interleaved chunks)."""
+    return tuple(s % ranks for s in range(stages))
+
+
+def _v_shaped(ranks: int, stages: int) -> tuple[int, ...]:
+    """Stage s < N on rank s, stage s >= N on rank 2N - 1 - s (DualPipeV's V)."""
+    return tuple(range(ranks)) + tuple(reversed(range(ranks)))
+
+
 @dataclass(frozen=True)
 class ScheduleSpec:
     """One schedule. Memory factors are per device, relative to 1F1B on the same devices.
@@ -67,6 +77,23 @@ class ScheduleSpec:
     # The published closed form, in its exact regime, is the idle time of *every* device (not
     # only the worst), so idle / (idle + work) is the exact bubble fraction.
     uniform_idle: bool = True
+    # The rank of each stage, given the ranks and the stage count (the memory model places
+    # layers by it).
+    placement: Callable[[int, int], tuple[int, ...]] = _looped
+    # Weight passes deferred past the input gradient, holding their GEMM inputs and output
+    # gradients (ZB-H1: rank r defers r of them; the memory model prices them). DualPipe(V)
+    # defer W only in their cool-down, while their in-flight count falls: not flagged.
+    defers_weight: bool = False
+
+    def virtual(self, v: int) -> int:
+        """The interleaving depth the schedule runs with `v` virtual stages written: v for an
+        interleaved schedule, else 1 (a virtual stage count it does not use)."""
+        return v if self.uses_virtual_stages else 1
+
+    @property
+    def mirrored(self) -> bool:
+        """A second copy of the parameters per rank (DualPipe's two directions)."""
+        return self.param_copies > 1
 
 
 def _interleaved(ranks: int, microbatches: int, v: int) -> list[str]:
@@ -144,6 +171,7 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             generate=orders.zb1p,
             closed_form=closed_forms.zb1p,
             op_kinds=frozenset({F, I, W}),
+            defers_weight=True,
         ),
         ScheduleSpec(
             name="dualpipe",
@@ -168,6 +196,7 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             constraints=_dualpipev,
             chunk_size=lambda v: Fraction(1, 2),
             stages=lambda ranks, v: 2 * ranks,
+            placement=_v_shaped,
             op_kinds=frozenset({F, B, I, W, FB}),
         ),
     )
