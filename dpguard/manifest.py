@@ -310,16 +310,8 @@ def derived_sizes(
     return dp, global_batch // (micro_batch * dp * accumulation)
 
 
-def build_manifest(
-    doc: SourceDoc,
-    catalog: Catalog,
-    source_format: str = "dpguard",
-    framework: Mapping[str, Any] | None = None,
-) -> Manifest:
-    """Normalise a document that passed validation into a `Manifest`. `framework` holds the
-    facts a framework reader found (framework rules test them)."""
-    data = doc.data
-    meta, c, m, t = data["metadata"], data["cluster"], data["model"], data["training"]
+def _cluster(c: Mapping[str, Any], catalog: Catalog) -> Cluster:
+    """The cluster section with the catalog's figures for what it leaves out."""
     acc = catalog.lookup(c["accelerator"])
     if acc is None:  # validation admitted it, so it is `custom`
         accelerator, vendor, family = "custom", "custom", "custom"
@@ -330,7 +322,7 @@ def build_manifest(
         peak = float(c.get("peak_tflops_bf16", acc.peak_tflops_bf16))
     share = acc.usable_gib / acc.memory_gb if acc is not None else _USABLE_SHARE
     link = c["interconnect"]
-    cluster = Cluster(
+    return Cluster(
         gpus=c["gpus"],
         gpus_per_node=c.get("gpus_per_node", 8),
         accelerator=accelerator,
@@ -346,6 +338,39 @@ def build_manifest(
             intra_node=link.get("intra_node", _DEFAULT_INTRA_NODE.get(vendor, "other")),
         ),
     )
+
+
+def _parallelism(data: Mapping[str, Any]) -> Parallelism | None:
+    """The proposal, or None: no section, or one that proposes nothing (PROPOSAL_NEUTRAL)."""
+    p = data.get("parallelism", {})
+    if "parallelism" not in data or (p and set(p) <= PROPOSAL_NEUTRAL):
+        return None
+    return Parallelism(
+        tensor=p.get("tensor", 1),
+        pipeline=p.get("pipeline", 1),
+        virtual_stages=p.get("virtual_stages", 1),
+        expert=p.get("expert", 1),
+        context=p.get("context", 1),
+        microbatches=p.get("microbatches"),
+        schedule=p.get("schedule"),
+        accumulation_steps=p.get("accumulation_steps", 1),
+        account_for_embedding=p.get("account_for_embedding", False),
+        account_for_loss=p.get("account_for_loss", False),
+        stage_layers=tuple(p["stage_layers"]) if "stage_layers" in p else None,
+    )
+
+
+def build_manifest(
+    doc: SourceDoc,
+    catalog: Catalog,
+    source_format: str = "dpguard",
+    framework: Mapping[str, Any] | None = None,
+) -> Manifest:
+    """Normalise a document that passed validation into a `Manifest`. `framework` holds the
+    facts a framework reader found (framework rules test them)."""
+    data = doc.data
+    meta, c, m, t = data["metadata"], data["cluster"], data["model"], data["training"]
+    cluster = _cluster(c, catalog)
     total = parse_quantity(m["total_params"])
     model = Model(
         architecture=m["architecture"],
@@ -387,23 +412,9 @@ def build_manifest(
         optimizer_moment_dtype=t.get("optimizer_moment_dtype", "fp32"),
         framework=t.get("framework"),
     )
-    parallelism, dp, micro = None, None, None
-    p = data.get("parallelism", {})
-    if "parallelism" in data and not (p and set(p) <= PROPOSAL_NEUTRAL):
-        parallelism = Parallelism(
-            tensor=p.get("tensor", 1),
-            pipeline=p.get("pipeline", 1),
-            virtual_stages=p.get("virtual_stages", 1),
-            expert=p.get("expert", 1),
-            context=p.get("context", 1),
-            microbatches=p.get("microbatches"),
-            schedule=p.get("schedule"),
-            accumulation_steps=p.get("accumulation_steps", 1),
-            account_for_embedding=p.get("account_for_embedding", False),
-            account_for_loss=p.get("account_for_loss", False),
-            stage_layers=tuple(p["stage_layers"]) if "stage_layers" in p else None,
-        )
-        dp, micro = derived_sizes(
+    parallelism = _parallelism(data)
+    dp, micro = (
+        derived_sizes(
             cluster.gpus,
             parallelism.tensor,
             parallelism.pipeline,
@@ -412,6 +423,9 @@ def build_manifest(
             training.micro_batch_size,
             parallelism.accumulation_steps,
         )
+        if parallelism is not None
+        else (None, None)
+    )
     return Manifest(
         path=doc.name,
         name=meta["name"],

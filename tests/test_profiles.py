@@ -240,3 +240,43 @@ def test_a_profile_prices_exactly_the_knobs_it_replaces(path: Path, policies: An
     b = sizing.stage_memory(knobs, sizing.proposal(knobs, schedule), policies.settings)
     assert a is not None and b is not None
     assert [r.total for r in a.ranks] == [r.total for r in b.ranks]
+
+
+def test_a_manifest_naming_another_framework_than_its_config_conflicts(tmp_path: Path) -> None:
+    """Every reader names its framework; a `source:` manifest that says another one, or a
+    runtime trait the config itself sets otherwise, is F004 at the manifest's key, naming
+    both places, every problem at once."""
+    (tmp_path / "job.toml").write_text(
+        '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 2\n'
+        'seq_len = 8192\nsteps = 10\n[compile]\nenable = true\ncomponents = ["loss"]\n'
+        "[parallelism]\ndata_parallel_shard_degree = 8\n",
+        encoding="utf-8",
+    )
+    run = tmp_path / "run.yaml"
+    run.write_text(
+        "apiVersion: dpguard/v1\nkind: TrainingManifest\nmetadata: {name: r}\n"
+        "source: {path: job.toml}\n"
+        "cluster: {accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}\n"
+        "training: {framework: megatron}\nruntime: {cross_entropy: unfused}\n",
+        encoding="utf-8",
+    )
+    result = check_file(str(run))
+    conflicts = sorted((f.line, f.message.split(" here ")[0]) for f in result.findings)
+    assert conflicts == [
+        (6, "training.framework is 'megatron'"),
+        (7, "runtime.cross_entropy is 'unfused'"),
+    ]
+    assert {f.code for f in result.findings} == {"F004"}
+
+
+def test_an_unknown_framework_is_one_positioned_error_with_the_closest_name(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        MANIFEST.replace("training: {", "training: {framework: torchtitn, "), encoding="utf-8"
+    )
+    result = check_file(str(path))
+    (error,) = [f for f in result.findings if f.severity.value == "error"]
+    assert (error.code, error.line) == ("X032", 8)
+    assert error.message.endswith("(did you mean 'torchtitan'?)")

@@ -212,6 +212,38 @@ def _judge(
     return blocking, warnings
 
 
+def _schedule_order(
+    manifest: Manifest, outcome: Outcome, schedules: tuple[str, ...] | None
+) -> tuple[tuple[str, ...], list[str]]:
+    """The schedules the search tries, in order (the decision's, then its acceptable ones),
+    among those the framework runs (the stated framework's profile, or `schedules`), and a
+    note when the decision table's choice is not one of them."""
+    decided = outcome.schedule
+    notes: list[str] = []
+    if schedules is None and manifest.runtime.stated:
+        profile = profiles.profile(manifest.runtime.profile)
+        schedules = profile.schedules
+        if decided and decided != "none" and decided not in schedules:
+            # no advice the team cannot follow: the plan (and ADV003's comparison) use the
+            # best schedule the framework runs, and the page says why
+            notes.append(
+                f"the decision table recommends {decided}, which {profile.title} does not run "
+                f"(policies/frameworks/{profile.name}.yaml: {', '.join(schedules)}); planned "
+                "with the best schedule it runs"
+            )
+    if not decided or decided == "none":
+        return (), notes
+    acceptable = outcome.decision.acceptable if outcome.decision and not outcome.redirects else ()
+    order = (decided, *(a for a in acceptable if a not in (decided, "none")))
+    if manifest.parallelism is None or manifest.parallelism.virtual_stages < 2:
+        # interleaving at V = 1 is 1F1B; V is the proposal's to choose, never the search's
+        order = tuple(n for n in order if n != "interleaved-1f1b")
+    if schedules is not None:
+        # 1F1B runs everywhere: the fallback when the policies accept none of them
+        order = tuple(dict.fromkeys((*(n for n in order if n in schedules), "1f1b")))
+    return order, notes
+
+
 def make_plan(
     manifest: Manifest,
     outcome: Outcome,
@@ -221,35 +253,10 @@ def make_plan(
     """The plan for a judged manifest, among the schedules its framework runs (the stated
     framework's profile, or `schedules`: `plan --emit`'s)."""
     settings = policies.settings
-    decided = outcome.schedule
-    refused = decided == "none"
-    runtime = manifest.runtime
-    framework_notes: list[str] = []
-    if schedules is None and runtime.stated:
-        profile = profiles.profile(runtime.profile)
-        schedules = profile.schedules
-        if decided and decided != "none" and decided not in schedules:
-            # no advice the team cannot follow: the plan (and ADV003's comparison) use the
-            # best schedule the framework runs, and the page says why
-            framework_notes.append(
-                f"the decision table recommends {decided}, which {profile.title} does not run "
-                f"(policies/frameworks/{profile.name}.yaml: {', '.join(schedules)}); planned "
-                "with the best schedule it runs"
-            )
+    refused = outcome.schedule == "none"
     # The policies computed it for HR004 already (sized_facts); the plan must agree with them.
     fits_one = bool(outcome.facts["derived.model_fits_one_gpu"])
-    order: tuple[str, ...] = ()
-    if decided and not refused:
-        acceptable = (
-            outcome.decision.acceptable if outcome.decision and not outcome.redirects else ()
-        )
-        order = (decided, *(a for a in acceptable if a not in (decided, "none")))
-        if manifest.parallelism is None or manifest.parallelism.virtual_stages < 2:
-            # interleaving at V = 1 is 1F1B; V is the proposal's to choose, never the search's
-            order = tuple(n for n in order if n != "interleaved-1f1b")
-        if schedules is not None:
-            # 1F1B runs everywhere: the fallback when the policies accept none of them
-            order = tuple(dict.fromkeys((*(n for n in order if n in schedules), "1f1b")))
+    order, framework_notes = _schedule_order(manifest, outcome, schedules)
     pipeline_needed = bool(order) and not fits_one
     result = search(manifest, order, settings, pipeline_needed)
     if result.training:  # the plan switched recompute or SP: judge and price it that way
