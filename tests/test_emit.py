@@ -210,3 +210,23 @@ def test_emit_is_deterministic(capsys):
         main(["plan", "--emit", "torchtitan", str(ROOT / "examples/frontier-moe.yaml")])
         runs.append(capsys.readouterr().out)
     assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("fmt", EMIT_FORMATS)
+@pytest.mark.parametrize("path", CORPUS[::3], ids=lambda p: p.stem)
+def test_what_emit_prints_passes_the_framework_s_own_launch_checks(path, fmt, policies):
+    """`plan --emit` reads its text back and judges it by the framework's launch rules before
+    printing: on the examples and a third of the calibration runs, nothing it prints is
+    refused (or the printed notes say why it could not avoid it)."""
+    from dpguard.planner.emitted import emit_checked, launch_problems
+
+    result = check_file(str(path), None, policies)
+    assert result.manifest is not None and result.outcome is not None
+    plan = make_plan(result.manifest, result.outcome, policies, schedules(fmt))
+    notes: list[str] = []
+    plan, text = emit_checked(plan, result.manifest, fmt, policies, notes)
+    if plan.strategy is None:
+        return
+    problems = launch_problems(plan, fmt, text, policies)
+    refused = [n for n in notes if n.startswith(f"{fmt} refuses this at launch")]
+    assert len(refused) == len(problems), (problems, notes)

@@ -280,3 +280,27 @@ def test_an_unknown_framework_is_one_positioned_error_with_the_closest_name(
     (error,) = [f for f in result.findings if f.severity.value == "error"]
     assert (error.code, error.line) == ("X032", 8)
     assert error.message.endswith("(did you mean 'torchtitan'?)")
+
+
+@pytest.mark.parametrize("path", CALIBRATED, ids=lambda p: p.stem)
+def test_on_every_calibration_run_the_unnamed_band_contains_the_named_estimate(
+    path: Path, policies: Any
+) -> None:
+    """The published runs, each with its framework and without: the band of the manifest that
+    names none contains the named framework's whole band, whenever that framework runs the
+    judged schedule (else the band leaves it out, and the centre is the default's)."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    named = check_file(str(path), None, policies).manifest
+    assert named is not None
+    data["training"].pop("framework")
+    unnamed = _manifest(yaml.safe_dump(data))
+    schedule = named.parallelism.schedule or "1f1b"
+    runs = profiles.profile(named.runtime.profile).runs(schedule)
+    a = sizing.stage_memory(named, sizing.proposal(named, schedule), policies.settings, span=True)
+    b = sizing.stage_memory(
+        unnamed, sizing.proposal(unnamed, schedule), policies.settings, span=True
+    )
+    assert a is not None and b is not None
+    if runs or named.runtime.profile == profiles.default_profile().name:
+        for mine, wide in zip(a.ranks, b.ranks, strict=True):
+            assert wide.low <= mine.low + 1 and mine.high <= wide.high + 1
