@@ -72,15 +72,40 @@ class Profile:
 @cache
 def load_profiles() -> Mapping[str, Profile]:
     """Every shipped profile by name, validated and with `extends` resolved, once per process."""
+    import json
+
+    from dpguard import cache as user_cache
+
+    files = sorted(
+        e.name for e in resources.packaged(PACKAGE, FOLDER).iterdir() if e.name.endswith(".yaml")
+    )
+    texts = [resources.read_text(PACKAGE, f"{FOLDER}/{name}") for name in files]
+    # Parsing and checking them costs ~10 ms a process: the checked data is remembered as JSON
+    # under the digest of these very files and their schema (dpguard.cache), which a reader
+    # only takes whole (an entry that does not parse is built again)
+    key = (resources.schema_text(SCHEMA_FILE).encode(), *(t.encode() for t in texts))
+    remembered = user_cache.recall("profiles", *key)
+    if remembered is not None:
+        try:
+            cached = {name: (where, data) for name, (where, data) in json.loads(remembered).items()}
+            return _assembled(cached)
+        except (ValueError, TypeError, AttributeError, KeyError):
+            pass  # a broken entry: built again from the files
     raw: dict[str, tuple[str, dict[str, Any]]] = {}
-    for entry in sorted(resources.packaged(PACKAGE, FOLDER).iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".yaml"):
-            where = f"policies/{FOLDER}/{entry.name}"
-            data = _validated(resources.read_text(PACKAGE, f"{FOLDER}/{entry.name}"), where)
-            name = data["metadata"]["name"]
-            if name in raw:
-                raise ConfigError(f"profile {name!r} is defined twice", where)
-            raw[name] = (where, data)
+    for entry, text in zip(files, texts, strict=True):
+        where = f"policies/{FOLDER}/{entry}"
+        data = _validated(text, where)
+        name = data["metadata"]["name"]
+        if name in raw:
+            raise ConfigError(f"profile {name!r} is defined twice", where)
+        raw[name] = (where, data)
+    profiles = _assembled(raw)
+    user_cache.remember("profiles", json.dumps(raw, sort_keys=True), *key)
+    return profiles
+
+
+def _assembled(raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Mapping[str, Profile]:
+    """The profiles of checked data, `extends` resolved; exactly one is the default."""
     if not raw:
         raise ConfigError(f"no framework profile in policies/{FOLDER}")
     profiles = {name: _build(name, raw) for name in raw}
@@ -108,9 +133,8 @@ def names() -> tuple[str, ...]:
 
 
 def _validated(text: str, where: str) -> dict[str, Any]:
-    """The profile's data, checked against its schema. Parsed with PyYAML's C loader (a few
-    milliseconds for every profile, paid by each review process); the positioned loader runs
-    only to say where a problem is."""
+    """The profile's data, checked against its schema. Parsed with PyYAML's C loader; the
+    positioned loader runs only to say where a problem is."""
     import yaml
 
     from dpguard.validate import schema_problems
