@@ -150,6 +150,7 @@ class Runtime:
     cross_entropy: str  # fused | unfused
     tensor_parallel_impl: str  # megatron | dtensor
     pipeline_parallel_impl: str  # megatron | torch | deepspeed
+    fsdp_gradient_sync: str  # per_microbatch | deferred
 
     def overridden(self) -> dict[str, Any]:
         """The traits the manifest sets, by name: applied over every profile for the band of
@@ -244,11 +245,26 @@ def _split(dotted: str) -> Path:
     return tuple(dotted.split(".")) if dotted else ()
 
 
+# The traits once written under `training` (runtime traits added since have no old spelling)
+_OLD = frozenset(
+    {
+        "main_grad_dtype",
+        "bf16_grads_kept",
+        "fp8_weight_cache",
+        "fp8_param_gather",
+        "parameter_transpose_cache",
+        "flash_attention",
+        "cross_entropy",
+        "tensor_parallel_impl",
+        "pipeline_parallel_impl",
+    }
+)
+
 # Deprecated spelling -> the key's new place (schemas/manifest.schema.json marks the old one
 # `deprecated`, with `x-replaced-by`): the validator reports each (S008) and a conflict (X033),
 # the policy facts keep the old names as aliases.
 DEPRECATED = {
-    **{f"training.{trait}": f"runtime.{trait}" for trait in profiles.TRAITS},
+    **{f"training.{trait}": f"runtime.{trait}" for trait in profiles.TRAITS if trait in _OLD},
     "parallelism.untie_embeddings": "model.untie_embeddings",
 }
 
@@ -277,11 +293,12 @@ def build_runtime(data: Mapping[str, Any], framework: str | None = None) -> Runt
     stated = (data.get("training") or {}).get("framework")
     chosen = profiles.profile(framework or stated)
     written = runtime_overrides(data)
+    applied = chosen.runtime(written, stated is not None)
     return Runtime(
         profile=chosen.name,
         stated=stated is not None,
-        overrides=tuple(sorted(k for k in written if k in chosen.traits)),
-        **chosen.runtime(written),
+        overrides=tuple(sorted(k for k in written if applied[k] == written[k])),
+        **applied,
     )
 
 

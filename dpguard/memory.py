@@ -297,6 +297,9 @@ class TrainingSetup:
     optimizer_offload: float = 0.0
     flash_attention: bool = True
     loss: Loss = "fused"  # the cross-entropy implementation (runtime.cross_entropy)
+    # FSDP holds the unsharded gradients across a step's backward passes instead of
+    # reduce-scattering each (runtime.fsdp_gradient_sync: deferred)
+    deferred_grad_sync: bool = False
     dtensor_tp: bool = False  # tensor_parallel_impl: dtensor (PyTorch DTensor, torchtitan)
     pipeline_impl: PipelineImpl = "megatron"  # the pipeline runtime (pipeline_parallel_impl)
 
@@ -780,6 +783,22 @@ def estimate(
     dense_degree = parallel.data * parallel.context
     per_dense = sharded_bytes(sharding, dense_degree)
     per_expert = sharded_bytes(sharding, parallel.expert_data)
+    deferred = (
+        training.deferred_grad_sync
+        and training.zero_stage >= 2
+        and not fsdp_pipe
+        and pipeline.microbatches > 1
+    )
+    if deferred:
+        # FSDP2 with set_requires_gradient_sync(False) (_fsdp_param_group.py post_backward,
+        # _fsdp_param.py to_accumulated_grad_if_needed) keeps each parameter's unsharded
+        # gradient, cast to the reduce dtype, from the first backward pass of a step to the
+        # last: the gradients are not sharded, the weights and optimizer states still are
+        whole = replace(training, zero_stage=1)
+        per_dense = per_dense._replace(gradients=sharded_bytes(whole, dense_degree).gradients)
+        per_expert = per_expert._replace(
+            gradients=sharded_bytes(whole, parallel.expert_data).gradients
+        )
     # torch FSDP2 reduce-scatters into gradients it allocates on its reduce-scatter stream
     # (_fsdp_collectives.py foreach_reduce), and the caching allocator hands a freed block
     # only to the stream that allocated it (CUDACachingAllocator.cpp get_free_block): those
@@ -787,8 +806,9 @@ def estimate(
     # gradients the states count; under PP the states hold the unsharded accumulators, and
     # the sharded gradients (alive from the step's reduction to the next zero_grad) are
     # reserved memory besides, never live at the backward peak.
-    side_dense = sharded_bytes(training, dense_degree).gradients if fsdp_pipe else 0.0
-    side_expert = sharded_bytes(training, parallel.expert_data).gradients if fsdp_pipe else 0.0
+    side = fsdp_pipe or deferred
+    side_dense = sharded_bytes(training, dense_degree).gradients if side else 0.0
+    side_expert = sharded_bytes(training, parallel.expert_data).gradients if side else 0.0
     stages = stage_layers(
         arch.layers, pipeline.stages, pipeline.lead, pipeline.tail, pipeline.counts
     )

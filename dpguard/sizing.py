@@ -122,6 +122,7 @@ def training_setup(
         optimizer_offload=t.optimizer_offload,
         flash_attention=r.flash_attention,
         loss=r.cross_entropy,  # type: ignore[arg-type]
+        deferred_grad_sync=r.fsdp_gradient_sync == "deferred",
         dtensor_tp=r.tensor_parallel_impl == "dtensor",
         pipeline_impl=r.pipeline_parallel_impl,  # type: ignore[arg-type]
     )

@@ -518,3 +518,25 @@ def test_full_recompute_methods_decide_which_layers_keep_their_activations():
     )
     assert staged.ranks[3].activations == pytest.approx(2 * inp + 6 * kept + (kept - inp))
     assert "first 2 layers of each stage" in staged.assumptions[1]
+
+
+def test_deferred_fsdp_gradient_sync_keeps_the_unsharded_gradients_over_the_step():
+    """FSDP2 with set_requires_gradient_sync(False) until a step's last backward pass keeps
+    every parameter's unsharded gradient in the reduce dtype (fp32: 4 B) across the step's
+    micro-batches; reduced every micro-batch (or with one micro-batch a step) ZeRO-3 shards
+    them over the 8 ranks. Weights and optimizer states stay sharded either way, and the
+    sharded gradients FSDP reduces into are reserved beside the peak."""
+    par = ParallelDegrees(data=8)
+    base = TrainingSetup(zero_stage=3, activation_recompute="full")
+    layout = pipeline_layout("1f1b", 1, 1, (1,))
+    several, single = layout._replace(microbatches=4), layout._replace(microbatches=1)
+    every = estimate(LLAMA8, par, base, several).worst
+    deferred = replace(base, deferred_grad_sync=True)
+    held = estimate(LLAMA8, par, deferred, several).worst
+    assert held.gradients == pytest.approx(8 * every.gradients)
+    assert (held.weights, held.optimizer) == (every.weights, every.optimizer)
+    assert held.total - every.total == pytest.approx(7 * every.gradients + every.gradients)
+    # one backward pass a step has nothing to defer
+    assert (
+        estimate(LLAMA8, par, deferred, single).worst == estimate(LLAMA8, par, base, single).worst
+    )

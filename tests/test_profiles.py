@@ -304,3 +304,16 @@ def test_on_every_calibration_run_the_unnamed_band_contains_the_named_estimate(
     if runs or named.runtime.profile == profiles.default_profile().name:
         for mine, wide in zip(a.ranks, b.ranks, strict=True):
             assert wide.low <= mine.low + 1 and mine.high <= wide.high + 1
+
+
+def test_an_assumed_profile_takes_every_override_a_stated_one_only_its_own() -> None:
+    """Without a framework, `runtime:` is the team's word on the runtime, whatever the default
+    profile has: deferred FSDP gradient sync applies (torchtitan has the trait, Megatron-LM
+    not). Stated, a trait the framework lacks is X034 rather than silently priced."""
+    text = MANIFEST.replace("parallelism:", "runtime: {fsdp_gradient_sync: deferred}\nparallelism:")
+    assert _manifest(text).runtime.fsdp_gradient_sync == "deferred"
+    assert _manifest(text).runtime.overrides == ("fsdp_gradient_sync",)
+    titan = _manifest(text.replace("training: {", "training: {framework: torchtitan, "))
+    assert titan.runtime.fsdp_gradient_sync == "deferred"
+    doc = load_text(text.replace("training: {", "training: {framework: megatron, "), "m.yaml")
+    assert [f.code for f in validate(doc, load_catalog())] == ["X034"]

@@ -447,6 +447,12 @@ ENUMS = [
     ("runtime.tensor_parallel_impl", "DTensor", "megatron, dtensor", " (did you mean 'dtensor'?)"),
     ("runtime.tensor_parallel_impl", "fsdp", "megatron, dtensor", ""),
     ("training.main_grad_dtype", "tf32", "fp32, bf16", " (did you mean 'fp32'?)"),
+    (
+        "runtime.fsdp_gradient_sync",
+        "deferrd",
+        "per_microbatch, deferred",
+        " (did you mean 'deferred'?)",
+    ),
     ("training.cross_entropy", "blockwise", "fused, unfused, chunked, fused_linear", ""),
     ("training.tensor_parallel_impl", "fsdp", "megatron, dtensor", ""),
     ("training.pipeline_parallel_impl", "gpipe", "megatron, torch, deepspeed", ""),
@@ -876,7 +882,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 96
+    assert len(list(properties(SCHEMA))) == 97
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -1709,8 +1715,8 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
                 3,
                 "runtime.fp8_weight_cache: torchtitan has no fp8_weight_cache trait to override "
                 "(policies/frameworks/torchtitan.yaml; its traits: cross_entropy, "
-                "flash_attention, fp8_param_gather, main_grad_dtype, pipeline_parallel_impl, "
-                "tensor_parallel_impl)",
+                "flash_attention, fp8_param_gather, fsdp_gradient_sync, main_grad_dtype, "
+                "pipeline_parallel_impl, tensor_parallel_impl)",
             )
         ],
     ),

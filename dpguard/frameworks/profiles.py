@@ -40,6 +40,7 @@ TRAITS: Mapping[str, Any] = MappingProxyType(
         "cross_entropy": "fused",
         "tensor_parallel_impl": "megatron",
         "pipeline_parallel_impl": "megatron",
+        "fsdp_gradient_sync": "per_microbatch",
     }
 )
 
@@ -58,11 +59,14 @@ class Profile:
     emit: str | None
     validations: tuple[str, ...]
 
-    def runtime(self, overrides: Mapping[str, Any] = MappingProxyType({})) -> dict[str, Any]:
+    def runtime(
+        self, overrides: Mapping[str, Any] = MappingProxyType({}), stated: bool = True
+    ) -> dict[str, Any]:
         """Every trait's value for this framework: the profile's, the neutral value where it
-        has none, then `overrides` (only of traits it has: the manifest checks that)."""
+        has none, then `overrides`: of the traits it has when the framework is `stated` (the
+        manifest checks that, X034), of any trait when this profile is only assumed."""
         values = {name: self.traits.get(name, neutral) for name, neutral in TRAITS.items()}
-        values.update({k: v for k, v in overrides.items() if k in self.traits})
+        values.update({k: v for k, v in overrides.items() if k in self.traits or not stated})
         return values
 
     def runs(self, schedule: str) -> bool:

@@ -145,6 +145,12 @@ _SPECS = (
     ),
     _f("runtime.tensor_parallel_impl", "str", "tensor-parallel style", ("megatron", "dtensor")),
     _f(
+        "runtime.fsdp_gradient_sync",
+        "str",
+        "FSDP reduces every micro-batch's gradients or holds them unsharded to the step's last",
+        ("per_microbatch", "deferred"),
+    ),
+    _f(
         "runtime.pipeline_parallel_impl",
         "str",
         "pipeline runtime",
