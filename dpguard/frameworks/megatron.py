@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from dpguard.findings import Severity
-from dpguard.frameworks.model import Extract, Note, Origin
+from dpguard.frameworks.model import Extract, Note, Origin, Values
 from dpguard.frameworks.shell import Command, Script, Word
 
 
@@ -254,27 +254,21 @@ def _true(arg: Arg | None) -> bool:
     return bool(arg.value)
 
 
-class _Builder:
-    """Collects dpguard values with the origin of the argument each one comes from."""
+class _Builder(Values):
+    """Values placed at the argument each one comes from (the first of `keys` written)."""
 
     def __init__(self, args: Mapping[str, Arg], notes: list[Note]) -> None:
+        super().__init__()
         self.args = args
         self.notes = notes
-        self.values: dict[str, Any] = {}
-        self.origins: dict[str, Origin] = {}
         self.undetermined: dict[str, Origin] = {}
 
     def set(self, dotted: str, value: Any, *keys: str) -> None:
-        if value is None:
+        written = next((self.args[k] for k in keys if k in self.args), None)
+        if value is None and written is not None:
             # the file writes the argument, but not a value dpguard can read
-            written = next((self.args[k] for k in keys if k in self.args), None)
-            if written is not None:
-                self.undetermined[dotted] = written.origin
-            return
-        self.values[dotted] = value
-        origin = next((self.args[k].origin for k in keys if k in self.args), None)
-        if origin is not None:
-            self.origins[dotted] = origin
+            self.undetermined[dotted] = written.origin
+        self.put(dotted, value, written.origin if written is not None else None)
 
     def int(self, key: str) -> int | None:
         return _int(self.args.get(key), key, self.notes)

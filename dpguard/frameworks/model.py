@@ -36,6 +36,26 @@ class Note:
     severity: Severity = Severity.WARNING
 
 
+@dataclass
+class Values:
+    """The one value-and-origin builder of every reader: dpguard fields by dotted path, each
+    with where the config wrote it (none: where the file starts, as compose places it)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, Origin] = field(default_factory=dict)
+
+    def put(self, dotted: str, value: Any, origin: Origin | None) -> None:
+        """Set `dotted`; a None value (the file does not say) sets nothing."""
+        if value is None:
+            return
+        self.values[dotted] = value
+        if origin is not None:
+            self.origins[dotted] = origin
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        return self.values.get(dotted, default)
+
+
 @dataclass(frozen=True)
 class Extract:
     """A framework config read into dpguard's terms.

@@ -20,7 +20,7 @@ from dpguard.findings import Severity
 from dpguard.frameworks import megatron
 from dpguard.frameworks.detect import sniff, yaml_format
 from dpguard.frameworks.megatron import Arg
-from dpguard.frameworks.model import Extract, FrameworkError, Note, Origin
+from dpguard.frameworks.model import Extract, FrameworkError, Note, Origin, Values
 from dpguard.frameworks.shell import Script
 from dpguard.yamlevents import MAX_DEPTH, Position, SourceDoc, YamlLoadError
 from dpguard.yamlsource import load_text, read_text
@@ -133,15 +133,12 @@ def _script_gpus(
 
     per_node, at_node = first(("nproc_per_node", "gpus_per_node"))
     nodes, at_nodes = first(("nnodes", "num_nodes"))
-    values: dict[str, Any] = {}
-    origins: dict[str, Origin] = {}
+    found = Values()
     if per_node:
-        values["cluster.gpus_per_node"] = per_node
-        origins["cluster.gpus_per_node"] = at_node  # type: ignore[assignment]
+        found.put("cluster.gpus_per_node", per_node, at_node)
         if nodes:
-            values["cluster.gpus"] = per_node * nodes
-            origins["cluster.gpus"] = at_nodes  # type: ignore[assignment]
-    return values, origins
+            found.put("cluster.gpus", per_node * nodes, at_nodes)
+    return found.values, found.origins
 
 
 def _with(
@@ -339,19 +336,17 @@ def _flagscale(doc: SourceDoc) -> Extract:
     # without nnodes FlagScale runs one node, unless a hostfile lists them (only known at launch)
     nodes = runner.get("nnodes") or Arg(None if "hostfile" in runner else 1, per_node.origin)
     extra, origins = _nodes_times_devices(nodes if runner else None, per_node if runner else None)
-    values = dict(extra)
+    found = Values(dict(extra), origins)
+    values = found.values
     dualpipev = (
         _flag_true(args, "use_dualpipev")
         or str(getattr(args.get("schedules_method"), "value", "")) == "dualpipev"
     )
     if _flag_true(args, "use_dualpipe"):
-        values["parallelism.schedule"] = "dualpipe"
-        origins["parallelism.schedule"] = args["use_dualpipe"].origin
+        found.put("parallelism.schedule", "dualpipe", args["use_dualpipe"].origin)
     elif dualpipev:
-        values["parallelism.schedule"] = "dualpipev"
-        origins["parallelism.schedule"] = (
-            args.get("use_dualpipev") or args["schedules_method"]
-        ).origin
+        switch = args.get("use_dualpipev") or args["schedules_method"]
+        found.put("parallelism.schedule", "dualpipev", switch.origin)
     out = _with(extract, origins, (), {})
     merged = {**out.values, **values}
     merged_origins = {**out.origins, **origins}
@@ -412,17 +407,14 @@ def _flagscale_train(doc: SourceDoc) -> SourceDoc | None:
 def _nodes_times_devices(
     nodes: Arg | None, devices: Arg | None
 ) -> tuple[dict[str, Any], dict[str, Origin]]:
-    values: dict[str, Any] = {}
-    origins: dict[str, Origin] = {}
+    found = Values()
     per = devices.value if devices is not None else None
     count = nodes.value if nodes is not None else None
     if isinstance(per, int) and not isinstance(per, bool) and per > 0:
-        values["cluster.gpus_per_node"] = per
-        origins["cluster.gpus_per_node"] = devices.origin  # type: ignore[union-attr]
+        found.put("cluster.gpus_per_node", per, devices.origin)  # type: ignore[union-attr]
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
-            values["cluster.gpus"] = per * count
-            origins["cluster.gpus"] = nodes.origin  # type: ignore[union-attr]
-    return values, origins
+            found.put("cluster.gpus", per * count, nodes.origin)  # type: ignore[union-attr]
+    return found.values, found.origins
 
 
 def _lengths(doc: SourceDoc, paths: tuple[tuple[str, ...], ...]) -> list[tuple[int, Origin]]:
@@ -472,8 +464,12 @@ def _flag_map(doc: SourceDoc) -> Extract:
 
 
 def _nanotron(doc: SourceDoc) -> Extract:
-    values: dict[str, Any] = {}
-    origins: dict[str, Origin] = {}
+    found = Values()
+    values = found.values
+
+    def put(dotted: str, value: Any, path: tuple[str, ...]) -> None:
+        if value is not None:
+            found.put(dotted, value, Origin(doc.name, doc.value_position(path)))
 
     def take(
         dotted: str, path: tuple[str, ...], convert: Callable[[Any], Any] = lambda v: v
@@ -484,9 +480,7 @@ def _nanotron(doc: SourceDoc) -> Extract:
         if node is None:
             return None
         value = convert(node)
-        if value is not None:
-            values[dotted] = value
-            origins[dotted] = Origin(doc.name, doc.value_position(path))
+        put(dotted, value, path)
         return value
 
     ints = lambda v: v if isinstance(v, int) and not isinstance(v, bool) else None  # noqa: E731
@@ -497,14 +491,11 @@ def _nanotron(doc: SourceDoc) -> Extract:
     take("parallelism.context", ("parallelism", "context_parallel_size"), ints)
     if (pp or 1) > 1:
         engine = ((doc.data.get("parallelism") or {}).get("pp_engine")) or "afab"
-        values["parallelism.schedule"] = {"1f1b": "1f1b", "afab": "gpipe"}.get(str(engine), "gpipe")
-        origins["parallelism.schedule"] = Origin(
-            doc.name, doc.value_position(("parallelism", "pp_engine"))
-        )
+        schedule = {"1f1b": "1f1b", "afab": "gpipe"}.get(str(engine), "gpipe")
+        put("parallelism.schedule", schedule, ("parallelism", "pp_engine"))
     if dp and tp and pp:
         cp = values.get("parallelism.context", 1)
-        values["cluster.gpus"] = dp * tp * pp * cp
-        origins["cluster.gpus"] = Origin(doc.name, doc.value_position(("parallelism", "dp")))
+        put("cluster.gpus", dp * tp * pp * cp, ("parallelism", "dp"))
     config = ("model", "model_config")
     take("model.layers", (*config, "num_hidden_layers"), ints)
     take("model.hidden_size", (*config, "hidden_size"), ints)
@@ -542,20 +533,14 @@ def _nanotron(doc: SourceDoc) -> Extract:
     mbs = take("training.micro_batch_size", ("tokens", "micro_batch_size"), ints)
     acc = ints((doc.data.get("tokens") or {}).get("batch_accumulation_per_replica"))
     if mbs and acc and dp:
-        values["training.global_batch_size"] = mbs * acc * dp
-        origins["training.global_batch_size"] = Origin(
-            doc.name, doc.value_position(("tokens", "batch_accumulation_per_replica"))
+        put(
+            "training.global_batch_size",
+            mbs * acc * dp,
+            ("tokens", "batch_accumulation_per_replica"),
         )
         steps = ints((doc.data.get("tokens") or {}).get("train_steps"))
         if steps and seq:
-            values["training.tokens"] = steps * mbs * acc * dp * seq
-            origins["training.tokens"] = Origin(
-                doc.name, doc.value_position(("tokens", "train_steps"))
-            )
-
-    def put(dotted: str, value: Any, path: tuple[str, str]) -> None:
-        values[dotted] = value
-        origins[dotted] = Origin(doc.name, doc.value_position(path))
+            put("training.tokens", steps * mbs * acc * dp * seq, ("tokens", "train_steps"))
 
     if (doc.data.get("parallelism") or {}).get("recompute_layer") is True:
         put("training.activation_recompute", "full", ("parallelism", "recompute_layer"))
@@ -569,7 +554,7 @@ def _nanotron(doc: SourceDoc) -> Extract:
     zero = (doc.data.get("optimizer") or {}).get("zero_stage")
     if isinstance(zero, int) and not isinstance(zero, bool):
         put("training.zero_stage", zero, ("optimizer", "zero_stage"))
-    return Extract("nanotron", doc.name, values, origins)
+    return Extract("nanotron", doc.name, found.values, found.origins)
 
 
 _YAML_READERS = {
@@ -586,8 +571,12 @@ _YAML_READERS = {
 
 def _deepspeed(path: str, text: str) -> Extract:
     data, positions = load_json(path, text)
-    values: dict[str, Any] = {}
-    origins: dict[str, Origin] = {}
+    found = Values()
+
+    def put(dotted: str, value: Any, *at: str) -> None:
+        if value is not None:
+            found.put(dotted, value, Origin(path, positions[at]))
+
     notes: list[Note] = []
 
     def number(key: str) -> int | None:
@@ -608,36 +597,25 @@ def _deepspeed(path: str, text: str) -> Extract:
         ("train_batch_size", "training.global_batch_size"),
         ("train_micro_batch_size_per_gpu", "training.micro_batch_size"),
     ):
-        value = number(key)
-        if value is not None:
-            values[dotted] = value
-            origins[dotted] = Origin(path, positions[(key,)])
+        put(dotted, number(key), key)
     number("gradient_accumulation_steps")
     zero = data.get("zero_optimization")
     if isinstance(zero, dict) and isinstance(zero.get("stage"), int):
-        values["training.zero_stage"] = zero["stage"]
-        origins["training.zero_stage"] = Origin(path, positions[("zero_optimization", "stage")])
+        put("training.zero_stage", zero["stage"], "zero_optimization", "stage")
         offload = zero.get("offload_optimizer")
         if isinstance(offload, dict) and offload.get("device") in ("cpu", "nvme"):
-            values["training.optimizer_offload"] = 1.0
-            origins["training.optimizer_offload"] = Origin(
-                path, positions[("zero_optimization", "offload_optimizer")]
-            )
+            put("training.optimizer_offload", 1.0, "zero_optimization", "offload_optimizer")
     for key, precision in (("bf16", "bf16"), ("bfloat16", "bf16"), ("fp16", "fp16")):
         section = data.get(key)
         if isinstance(section, dict) and section.get("enabled") is True:
-            values["training.precision"] = precision
-            origins["training.precision"] = Origin(path, positions[(key,)])
+            put("training.precision", precision, key)
     if isinstance(data.get("activation_checkpointing"), dict):
-        values["training.activation_recompute"] = "full"
-        origins["training.activation_recompute"] = Origin(
-            path, positions[("activation_checkpointing",)]
-        )
+        put("training.activation_recompute", "full", "activation_checkpointing")
     facts = {
         "framework.zero_with_pipeline": isinstance(data.get("pipeline"), dict)
-        and values.get("training.zero_stage", 0) >= 2
+        and found.get("training.zero_stage", 0) >= 2
     }
-    return Extract("deepspeed", path, values, origins, tuple(notes), facts)
+    return Extract("deepspeed", path, found.values, found.origins, tuple(notes), facts)
 
 
 def load_json(path: str, text: str) -> tuple[dict[str, Any], dict[tuple, Position]]:

@@ -18,7 +18,7 @@ from itertools import pairwise
 from typing import Any
 
 from dpguard.findings import Severity
-from dpguard.frameworks.model import Extract, Note, Origin
+from dpguard.frameworks.model import Extract, Note, Origin, Values
 from dpguard.yamlevents import MAX_DEPTH, Position
 
 # torch.distributed.pipelining schedule names -> dpguard's; stages per rank of each
@@ -154,8 +154,8 @@ def flavors() -> dict[str, Any]:
 
 
 def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Position]) -> Extract:
-    values: dict[str, Any] = {}
-    origins: dict[str, Origin] = {}
+    found = Values()
+    put, values = found.put, found.values
     notes: list[Note] = []
 
     def find(*candidates: tuple[str, ...]) -> tuple[Any, Origin | None]:
@@ -167,13 +167,6 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
             if node is not None:
                 return node, Origin(path, where.get(keys, Position(1, 1)))
         return None, None
-
-    def put(dotted: str, value: Any, origin: Origin | None) -> None:
-        if value is None:
-            return
-        values[dotted] = value
-        if origin is not None:
-            origins[dotted] = origin
 
     def integer(*candidates: tuple[str, ...]) -> tuple[int | None, Origin | None]:
         value, origin = find(*candidates)
@@ -443,7 +436,7 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
         "torchtitan",
         path,
         values,
-        origins,
+        found.origins,
         tuple(notes),
         facts,
         replica_batch=deferred,
