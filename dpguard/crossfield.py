@@ -284,7 +284,7 @@ def _parameter_split(
 ) -> Iterator[tuple[str, str, str]]:
     """The parameters must leave something for the transformer layers once the embeddings
     (vocab x hidden, twice unless tied) and, for MoE, the routed experts are taken out: the
-    memory model splits them the same way (dpguard/memory.py expert_params/embedding_params)."""
+    memory model splits them the same way (dpguard/memory/shape.py layer_params, embedding_matrices)."""
     vocab, hidden = raw.integer("model.vocab_size"), raw.integer("model.hidden_size")
     limit = _QUANTITY_MAX["model.total_params"]
     if not (total and vocab and hidden) or arch not in ("moe", "dense") or total > limit:
