@@ -1,0 +1,135 @@
+"""DeepSpeed JSON (`deepspeed`): batch sizes, ZeRO, precision and activation checkpointing,
+read with every key's position (docs/frameworks.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from dpguard.findings import Severity
+from dpguard.frameworks.model import Extract, FrameworkError, Note, Origin, Values
+from dpguard.yamlevents import MAX_DEPTH, Position
+
+
+def read(path: str, text: str) -> Extract:
+    data, positions = load_json(path, text)
+    found = Values()
+
+    def put(dotted: str, value: Any, *at: str) -> None:
+        if value is not None:
+            found.put(dotted, value, Origin(path, positions[at]))
+
+    notes: list[Note] = []
+
+    def number(key: str) -> int | None:
+        value = data.get(key)
+        if value == "auto":
+            notes.append(
+                Note(
+                    Origin(path, positions[(key,)]),
+                    "F002",
+                    f'"{key}" is "auto": the trainer fills it in, so dpguard cannot read it',
+                    Severity.INFO,
+                )
+            )
+            return None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    for key, dotted in (
+        ("train_batch_size", "training.global_batch_size"),
+        ("train_micro_batch_size_per_gpu", "training.micro_batch_size"),
+    ):
+        put(dotted, number(key), key)
+    number("gradient_accumulation_steps")
+    zero = data.get("zero_optimization")
+    if isinstance(zero, dict) and isinstance(zero.get("stage"), int):
+        put("training.zero_stage", zero["stage"], "zero_optimization", "stage")
+        offload = zero.get("offload_optimizer")
+        if isinstance(offload, dict) and offload.get("device") in ("cpu", "nvme"):
+            put("training.optimizer_offload", 1.0, "zero_optimization", "offload_optimizer")
+    for key, precision in (("bf16", "bf16"), ("bfloat16", "bf16"), ("fp16", "fp16")):
+        section = data.get(key)
+        if isinstance(section, dict) and section.get("enabled") is True:
+            put("training.precision", precision, key)
+    if isinstance(data.get("activation_checkpointing"), dict):
+        put("training.activation_recompute", "full", "activation_checkpointing")
+    facts = {
+        "framework.zero_with_pipeline": isinstance(data.get("pipeline"), dict)
+        and found.get("training.zero_stage", 0) >= 2
+    }
+    return Extract("deepspeed", path, found.values, found.origins, tuple(notes), facts)
+
+
+def load_json(path: str, text: str) -> tuple[dict[str, Any], dict[tuple, Position]]:
+    """A JSON object with the position of every key, refusing duplicate keys and nesting
+    deeper than MAX_DEPTH (the limits the YAML loader applies)."""
+    positions: dict[tuple, Position] = {}
+    depth = 0
+    for match in re.finditer(r'[\[{]|[\]}]|"(?:[^"\\]|\\.)*"', text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise FrameworkError(
+                    "F001",
+                    f"nesting deeper than {MAX_DEPTH} levels",
+                    Origin(path, _pos(text, match.start())),
+                )
+        elif token in "]}":
+            depth -= 1
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in items:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r}")
+            seen[key] = value
+        return seen
+
+    try:
+        data = json.loads(text, object_pairs_hook=pairs, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise FrameworkError(
+            "F001", f"invalid JSON: {exc.msg}", Origin(path, Position(exc.lineno, exc.colno))
+        ) from None
+    except ValueError as exc:
+        key = str(exc).split("'")[1] if "'" in str(exc) else ""
+        at = text.rfind(f'"{key}"')
+        raise FrameworkError(
+            "F001", f"invalid JSON: {exc}", Origin(path, _pos(text, max(at, 0)))
+        ) from None
+    if not isinstance(data, dict):
+        raise FrameworkError(
+            "F001", "the top level is not a JSON object", Origin(path, Position(1, 1))
+        )
+    _positions(text, data, positions)
+    return data, positions
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _pos(text: str, offset: int) -> Position:
+    line = text.count("\n", 0, offset) + 1
+    return Position(line, offset - (text.rfind("\n", 0, offset) + 1) + 1)
+
+
+def _positions(text: str, data: dict[str, Any], out: dict[tuple, Position]) -> None:
+    """Key positions by a scan for ``"key":`` in document order (enough for config files,
+    whose keys repeat rarely; a repeated key name takes the next occurrence)."""
+    cursor = 0
+
+    def walk(node: Any, prefix: tuple) -> None:
+        nonlocal cursor
+        if not isinstance(node, dict):
+            return
+        for key, value in node.items():
+            found = re.compile(r'"' + re.escape(key) + r'"\s*:').search(text, cursor)
+            if found:
+                out[(*prefix, key)] = _pos(text, found.start())
+                cursor = found.end()
+            walk(value, (*prefix, key))
+
+    walk(data, ())

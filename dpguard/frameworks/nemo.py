@@ -1,0 +1,58 @@
+"""NeMo 1 / NeMo Framework Launcher YAML (`nemo`): `trainer:` and `model:` under Megatron's
+names and NeMo's (docs/frameworks.md)."""
+
+from __future__ import annotations
+
+from dpguard.frameworks import megatron
+from dpguard.frameworks.common import (
+    config_lengths,
+    nodes_times_devices,
+    section_args,
+    seq_facts,
+    with_values,
+)
+from dpguard.frameworks.megatron import Arg
+from dpguard.frameworks.model import Extract
+from dpguard.yamlevents import SourceDoc
+
+
+def read(doc: SourceDoc) -> Extract:
+    args = section_args(doc, ("model",))
+    optim = section_args(doc, ("model", "optim"))
+    args.update({k: v for k, v in optim.items() if k == "name"})
+    sync = optim.get("grad_sync_dtype")
+    if sync is not None and str(sync.value).lower() in ("fp32", "float32", "bf16", "bfloat16"):
+        # NeMo 1 builds Megatron-core's DDP with grad_reduce_in_fp32 = (grad_sync_dtype ==
+        # fp32); Apex's distributed Adam keeps its gradient buckets in that dtype too
+        args["grad_reduce_in_fp32"] = Arg("32" in str(sync.value), sync.origin)
+    trainer = section_args(doc, ("trainer",))
+    name = args.pop("name", None)
+    if name is not None:
+        # NeMo 1's Apex distributed Adam and the launcher's Megatron-core distributed optimizer
+        # both shard the optimizer states over data parallelism (ZeRO-1)
+        sharded = name.value in ("distributed_fused_adam", "mcore_distributed_optim")
+        args["use_distributed_optimizer"] = Arg(sharded, name.origin)
+    activation = args.get("activation")
+    if activation is not None and str(activation.value).endswith("glu"):
+        # swiglu, fast-swiglu, geglu, reglu: gated, three FFN matrices (the swiglu shape)
+        args.setdefault("swiglu", Arg(True, activation.origin))
+    precision = trainer.get("precision")
+    if precision is not None and precision.value is not None:
+        text = str(precision.value)
+        if text.startswith("bf16"):
+            args.setdefault("bf16", Arg(True, precision.origin))
+        elif text.startswith("16"):
+            args.setdefault("fp16", Arg(True, precision.origin))
+    if "train_iters" not in args and "max_steps" in trainer:
+        args["train_iters"] = trainer["max_steps"]
+    extract = megatron.to_manifest(args, "nemo", doc.name)
+    extra, origins = nodes_times_devices(trainer.get("num_nodes"), trainer.get("devices"))
+    seqs = config_lengths(
+        doc,
+        (("model", "encoder_seq_length"), ("model", "seq_length"), ("model", "data", "seq_length")),
+    )
+    return (
+        with_values(extract, origins, (), extra)
+        if not seqs
+        else seq_facts(with_values(extract, origins, (), extra), seqs)
+    )
