@@ -76,6 +76,22 @@ _PLAUSIBLE_MIN["training.tokens"] = 10**6
 
 def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str, str]]:
     """(dotted path, code, message) for each cross-field problem. Sources in docs/manifest.md."""
+    yield from _quantities(raw)
+    yield from _cluster(raw, catalog)
+    experts, top_k = raw.integer("model.experts"), raw.integer("model.experts_per_token")
+    yield from _model_counts(raw, experts, top_k)
+    arch = raw.get("model.architecture")
+    total, active = raw.quantity("model.total_params"), raw.quantity("model.active_params")
+    yield from _parameter_split(raw, arch, total, active, experts, top_k)
+    yield from _architecture(raw, arch)
+    yield from _runtime(raw)
+    if raw.get("parallelism") is not None:
+        yield from _parallelism(raw, experts)
+        yield from _batch(raw)
+
+
+def _quantities(raw: Raw) -> Iterator[tuple[str, str, str]]:
+    """Suffixed quantities within range (X016) and bare numbers too small to be meant (X029)."""
     for path, limit in _QUANTITY_MAX.items():
         written = raw.get(path)
         if isinstance(written, str) and not 1 <= (raw.quantity(path) or 0) <= limit:
@@ -94,6 +110,9 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
                 f"{written}{suffix}? (write the suffix: K, M, B or T)",
             )
 
+
+def _cluster(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str, str]]:
+    """A known or a fully described accelerator (X012, X013), whole nodes (X002)."""
     name = raw.get("cluster.accelerator")
     if isinstance(name, str) and name.lower() != "custom" and catalog.lookup(name) is None:
         yield (
@@ -110,7 +129,6 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
                     "X013",
                     f"a custom accelerator needs cluster.{key}",
                 )
-
     gpus, per_node = raw.integer("cluster.gpus"), raw.integer("cluster.gpus_per_node", 8)
     if gpus and per_node and gpus > per_node and gpus % per_node:
         yield (
@@ -119,6 +137,12 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
             f"{gpus} GPUs is not a whole number of {per_node}-GPU nodes",
         )
 
+
+def _model_counts(
+    raw: Raw, experts: int | None, top_k: int | None
+) -> Iterator[tuple[str, str, str]]:
+    """Active against total parameters (X005, X017), MoE fields on a dense model (X006), the
+    experts a token routes to (X007)."""
     arch = raw.get("model.architecture")
     total, active = raw.quantity("model.total_params"), raw.quantity("model.active_params")
     if total and active and active > total:
@@ -140,7 +164,6 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
             )
         if (raw.integer("parallelism.expert") or 1) > 1:
             yield "parallelism.expert", "X006", "expert parallelism is set on a dense model"
-    experts, top_k = raw.integer("model.experts"), raw.integer("model.experts_per_token")
     if experts and top_k and top_k >= experts:
         yield (
             "model.experts_per_token",
@@ -148,12 +171,11 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
             f"experts_per_token ({top_k}) must be smaller than experts ({experts}): a model "
             "that routes every token to every expert is dense",
         )
-    yield from _parameter_split(raw, arch, total, active, experts, top_k)
-    yield from _architecture(raw, arch)
-    yield from _runtime(raw)
 
-    if raw.get("parallelism") is None:
-        return
+
+def _parallelism(raw: Raw, experts: int | None) -> Iterator[tuple[str, str, str]]:
+    """The proposal's degrees against the model (X008, X010, X011, X022) and its stages
+    against the layers (X014, X015, X030)."""
     tp, pp = raw.integer("parallelism.tensor", 1), raw.integer("parallelism.pipeline", 1)
     cp, ep = raw.integer("parallelism.context", 1), raw.integer("parallelism.expert", 1)
     vs = raw.integer("parallelism.virtual_stages", 1)
@@ -220,6 +242,13 @@ def cross_field_problems(raw: Raw, catalog: Catalog) -> Iterator[tuple[str, str,
         )
     if vs and pp and vs > 1 and pp == 1:
         yield "parallelism.virtual_stages", "X015", "virtual_stages > 1 needs pipeline > 1"
+
+
+def _batch(raw: Raw) -> Iterator[tuple[str, str, str]]:
+    """The GPUs, the degrees and the batch divide (X001, X003, X004, X009)."""
+    gpus = raw.integer("cluster.gpus")
+    tp, pp = raw.integer("parallelism.tensor", 1), raw.integer("parallelism.pipeline", 1)
+    cp, ep = raw.integer("parallelism.context", 1), raw.integer("parallelism.expert", 1)
     if not (gpus and tp and pp and cp):
         return
     if gpus % (tp * pp * cp):
@@ -284,7 +313,8 @@ def _parameter_split(
 ) -> Iterator[tuple[str, str, str]]:
     """The parameters must leave something for the transformer layers once the embeddings
     (vocab x hidden, twice unless tied) and, for MoE, the routed experts are taken out: the
-    memory model splits them the same way (dpguard/memory/shape.py layer_params, embedding_matrices)."""
+    memory model splits them the same way (dpguard/memory/shape.py: layer_params,
+    embedding_matrices)."""
     vocab, hidden = raw.integer("model.vocab_size"), raw.integer("model.hidden_size")
     limit = _QUANTITY_MAX["model.total_params"]
     if not (total and vocab and hidden) or arch not in ("moe", "dense") or total > limit:
