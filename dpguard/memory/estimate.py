@@ -12,6 +12,7 @@ from dpguard.memory.activations import layer_activation_bytes, layer_wgrad_bytes
 from dpguard.memory.shape import GIB, Architecture, ParamLayout, PipelineImpl, layer_params
 from dpguard.memory.states import (
     ParallelDegrees,
+    StateBytes,
     TrainingSetup,
     sharded_bytes,
     state_bytes,
@@ -212,15 +213,21 @@ def _sum_states(parts: list[_StageStates]) -> _StageStates:
     return _StageStates(*map(sum, zip(*parts, strict=True)))
 
 
-def estimate(
-    arch: Architecture,
-    parallel: ParallelDegrees,
-    training: TrainingSetup,
-    pipeline: PipelineLayout,
-    uncertainty: Uncertainty = DEFAULT_UNCERTAINTY,
-) -> MemoryEstimate:
-    """Memory of one GPU of every pipeline rank (see the module docstring)."""
-    layout = layer_params(arch)
+class _Sharded(NamedTuple):
+    """Bytes per parameter on one GPU: dense and expert states, and the sharded gradients
+    FSDP keeps reserved on its reduce-scatter stream beside them."""
+
+    dense: StateBytes
+    expert: StateBytes
+    side_dense: float
+    side_expert: float
+
+
+def _sharded_states(
+    parallel: ParallelDegrees, training: TrainingSetup, pipeline: PipelineLayout
+) -> _Sharded:
+    """Model-state bytes per parameter under ZeRO over data x context (dense) and the expert
+    data-parallel group, as FSDP holds them across a step's micro-batches."""
     sharding = training
     fsdp_pipe = training.zero_stage >= 3 and pipeline.ranks > 1
     if fsdp_pipe:
@@ -257,6 +264,19 @@ def estimate(
     side = fsdp_pipe or deferred
     side_dense = sharded_bytes(training, dense_degree).gradients if side else 0.0
     side_expert = sharded_bytes(training, parallel.expert_data).gradients if side else 0.0
+    return _Sharded(per_dense, per_expert, side_dense, side_expert)
+
+
+def estimate(
+    arch: Architecture,
+    parallel: ParallelDegrees,
+    training: TrainingSetup,
+    pipeline: PipelineLayout,
+    uncertainty: Uncertainty = DEFAULT_UNCERTAINTY,
+) -> MemoryEstimate:
+    """Memory of one GPU of every pipeline rank (see the module docstring)."""
+    layout = layer_params(arch)
+    per_dense, per_expert, side_dense, side_expert = _sharded_states(parallel, training, pipeline)
     stages = stage_layers(
         arch.layers, pipeline.stages, pipeline.lead, pipeline.tail, pipeline.counts
     )
@@ -290,6 +310,7 @@ def estimate(
 
     # the step's gradient copy is sharded like the optimizer states (ZeRO 1 and up)
     copy = step_copy_bytes(training)
+    dense_degree = parallel.data * parallel.context
     copy_dense = copy / dense_degree if training.zero_stage >= 1 else copy
     copy_expert = copy / parallel.expert_data if training.zero_stage >= 1 else copy
 
