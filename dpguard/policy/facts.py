@@ -21,6 +21,7 @@ from typing import Any
 from dpguard import sizing
 from dpguard.frameworks import profiles
 from dpguard.manifest import DEPRECATED, Manifest
+from dpguard.schedules.registry import SCHEDULES as SPECS
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb1p", "dualpipe", "dualpipev")
 PLAN_SCHEDULES = (*SCHEDULES, "none")
@@ -707,7 +708,13 @@ def manifest_facts(manifest: Manifest) -> dict[str, Any]:
     facts["derived.layers_per_stage"] = None
     facts["derived.layers_per_stage_whole"] = None
     if p is not None:
-        stages = p.pipeline * p.virtual_stages
+        # the schedule's own stage count: DualPipeV runs two per rank, whatever V says
+        schedule = SPECS.get(p.schedule or "")
+        stages = (
+            schedule.stages(p.pipeline, schedule.virtual(p.virtual_stages))
+            if schedule is not None
+            else p.pipeline * p.virtual_stages
+        )
         facts["derived.stages"] = stages
         facts["derived.layers_per_stage"] = manifest.model.layers / stages
         split = manifest.model.layers + p.accounted_layers
