@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(cmd)
+        # where every message asks for it: after the command too (main reads it from argv)
+        cmd.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
         cmd.set_defaults(run=module.run)
     return parser
 

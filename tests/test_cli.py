@@ -399,11 +399,14 @@ def test_internal_error_exits_3_without_a_traceback(
     )
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
 def test_internal_error_traceback_with_debug(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, valid: str
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, valid: str, where: str
 ) -> None:
+    """--debug works before the command and after it (where a user adds it on rerunning)."""
     monkeypatch.setattr("dpguard.check.validate", _boom)
-    code, _out, err = run(capsys, "--debug", "review", valid)
+    argv = ("--debug", "review", valid) if where == "before" else ("review", valid, "--debug")
+    code, _out, err = run(capsys, *argv)
     assert code == 3
     assert err.startswith("Traceback (most recent call last):\n")
     assert "RuntimeError: boom\n" in err
