@@ -20,7 +20,13 @@ class ExitCode(IntEnum):
     INTERNAL = 3
 
 
-FAIL_ON = {"error": (Severity.ERROR,), "warning": (Severity.ERROR, Severity.WARNING)}
+# `never`: an advisory rollout, whose findings are reported but block nothing (exit 2 and 3
+# still say that dpguard could not run)
+FAIL_ON = {
+    "error": (Severity.ERROR,),
+    "warning": (Severity.ERROR, Severity.WARNING),
+    "never": (),
+}
 
 _CANNOT_RUN = "dpguard cannot run as asked: usage error"
 _INTERNAL = (ExitCode.INTERNAL, "internal error (a bug; rerun with --debug for the traceback)")

@@ -75,10 +75,13 @@ def test_disable_removes(repo: Path, capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_config_schema_error_is_positioned(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (repo / ".dpguard.yaml").write_text("fail_on: never\n", encoding="utf-8")
+    (repo / ".dpguard.yaml").write_text("fail_on: sometimes\n", encoding="utf-8")
     assert main(["review", "../m.yaml"]) == 2
     err = capsys.readouterr().err
-    assert f"{repo / '.dpguard.yaml'}:1:1: fail_on is 'never'; allowed: error, warning" in err
+    assert (
+        f"{repo / '.dpguard.yaml'}:1:1: fail_on is 'sometimes'; allowed: error, warning, never"
+        in err
+    )
 
 
 @pytest.mark.parametrize("command", ["plan", "review", "rules"])

@@ -156,14 +156,14 @@ def test_plan_uses_the_files_config(
 def test_a_broken_discovered_config_is_exit_2_with_its_position(
     repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (repo / "teamb" / ".dpguard.yaml").write_text("policies: [teamb.yaml]\nfail_on: never\n")
+    (repo / "teamb" / ".dpguard.yaml").write_text("policies: [teamb.yaml]\nfail_on: sometimes\n")
     monkeypatch.chdir(repo)
     assert main(["review", "runs/x.yaml"]) == 1  # teamb's config judges nothing here
     capsys.readouterr()
     assert main(["review", "runs/x.yaml", "teamb/y.yaml"]) == 2
     out, err = capsys.readouterr()
     assert out == ""  # nothing is reported before every config loaded
-    assert f"{repo / 'teamb' / '.dpguard.yaml'}:2:1: fail_on is 'never'" in err
+    assert f"{repo / 'teamb' / '.dpguard.yaml'}:2:1: fail_on is 'sometimes'" in err
     (repo / "teamb" / ".dpguard.yaml").write_text("policies: [teamb.yaml\n")
     assert main(["review", "teamb/y.yaml"]) == 2
     assert f"{repo / 'teamb' / '.dpguard.yaml'}:2:1: " in capsys.readouterr().err
@@ -172,7 +172,7 @@ def test_a_broken_discovered_config_is_exit_2_with_its_position(
 def test_a_config_above_the_repository_root_is_never_read(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / ".dpguard.yaml").write_text("fail_on: never\n", encoding="utf-8")  # broken
+    (tmp_path / ".dpguard.yaml").write_text("fail_on: sometimes\n", encoding="utf-8")  # broken
     (repo / ".dpguard.yaml").unlink()
     monkeypatch.chdir(repo / "runs")
     assert main(["review", "x.yaml"]) == 0

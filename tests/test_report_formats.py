@@ -555,3 +555,17 @@ def test_review_offers_exactly_the_registered_formats() -> None:
     from dpguard.reporters import formats
 
     assert tuple(formats()) == FORMATS
+
+
+def test_fail_on_never_reports_every_finding_and_blocks_nothing(capsys, monkeypatch):
+    """An advisory rollout: `--fail-on never` prints the same findings (errors included) and
+    exits 0."""
+    monkeypatch.chdir(REPO)
+    default = main(["review", "examples/mistakes.yaml"])
+    blocked = capsys.readouterr().out
+    code = main(["review", "--fail-on", "never", "examples/mistakes.yaml"])
+    advisory = capsys.readouterr().out
+    assert (default, code) == (1, 0)
+    assert [line for line in advisory.splitlines() if " error " in line] == [
+        line for line in blocked.splitlines() if " error " in line
+    ]

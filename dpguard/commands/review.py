@@ -39,9 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy_option(parser)
     parser.add_argument(
         "--fail-on",
-        choices=("error", "warning"),
+        choices=("error", "warning", "never"),
         default=None,
-        help="severities that make the exit code 1 (default: .dpguard.yaml fail_on, else error)",
+        help="severities that make the exit code 1 (default: .dpguard.yaml fail_on, else "
+        "error); never: report only, for an advisory rollout",
     )
     parser.add_argument(
         "--date",
