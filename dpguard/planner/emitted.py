@@ -12,14 +12,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dpguard.catalog import load_catalog
 from dpguard.findings import Finding, Severity
 from dpguard.frameworks import profiles
+from dpguard.frameworks.compose import compose
 from dpguard.frameworks.emit import emit, schedules
+from dpguard.frameworks.read import read
+from dpguard.manifest import Manifest, build_manifest
 from dpguard.planner.plan import Plan, make_plan
+from dpguard.policy.engine import evaluate
+from dpguard.policy.facts import manifest_facts
+from dpguard.validate import validate
 from dpguard.yamlevents import SourceDoc
 
 if TYPE_CHECKING:
-    from dpguard.manifest import Manifest
     from dpguard.policy.model import Policies
 
 # A name for the emitted text, in the format its reader expects (nothing is written to disk)
@@ -29,14 +35,6 @@ _NAMES = {"megatron": "emitted.sh", "torchtitan": "emitted.toml"}
 def launch_problems(plan: Plan, fmt: str, text: str, policies: Policies) -> tuple[Finding, ...]:
     """The errors `fmt`'s own launch checks (its profile's validations) find in `text`, the
     plan as emitted; empty when the framework runs it."""
-    from dpguard.catalog import load_catalog
-    from dpguard.frameworks.compose import compose
-    from dpguard.frameworks.read import read
-    from dpguard.manifest import build_manifest
-    from dpguard.policy.engine import evaluate
-    from dpguard.policy.facts import manifest_facts
-    from dpguard.validate import validate
-
     extract = read(_NAMES.get(fmt, "emitted.yaml"), fmt, text)
     source = plan.manifest.source
     base = SourceDoc(
@@ -68,7 +66,9 @@ def emit_checked(
         if plan.strategy is None:
             return plan, text
         problems = launch_problems(plan, fmt, text, policies)
-        if not problems or plan.schedule not in runs or len(runs) == 1:
+        checks = profiles.profile(fmt).validations
+        refused = bool(problems) and all(p.code in checks for p in problems)
+        if not refused or plan.schedule not in runs or len(runs) == 1:
             notes.extend(f"{fmt} refuses this at launch: {p.code} {p.message}" for p in problems)
             return plan, emit(plan, fmt, notes) if problems else text
         runs.remove(plan.schedule)
