@@ -346,36 +346,8 @@ def to_manifest(
     notes = unknown_notes(args, KNOWN)
     b = _Builder(args, notes)
     g = b.int
-    tp, pp = g("tensor_model_parallel_size"), g("pipeline_model_parallel_size")
-    # Megatron-LM's default (1) only when the flag is absent, never for a value the file
-    # computes: that one is undetermined
-    for dotted, key, degree in (
-        ("parallelism.tensor", "tensor_model_parallel_size", tp),
-        ("parallelism.pipeline", "pipeline_model_parallel_size", pp),
-    ):
-        b.set(dotted, degree if key in args else 1, key)
-    b.set("parallelism.expert", g("expert_model_parallel_size"), "expert_model_parallel_size")
-    b.set("parallelism.context", g("context_parallel_size"), "context_parallel_size")
     layers = g("num_layers")
-    vpp = virtual_stages(args, layers, pp, notes)
-    b.set(
-        "parallelism.virtual_stages",
-        vpp,
-        "num_virtual_stages_per_pipeline_rank",
-        "num_layers_per_virtual_pipeline_stage",
-    )
-    counts = stage_counts(args, layers, pp, vpp)
-    if counts is not None:
-        b.set(
-            "parallelism.stage_layers",
-            counts,
-            "pipeline_model_parallel_layout",
-            "decoder_first_pipeline_num_layers",
-            "decoder_last_pipeline_num_layers",
-        )
-    if (pp or 1) > 1:
-        schedule = "interleaved-1f1b" if (vpp or 1) > 1 else "1f1b"
-        b.set("parallelism.schedule", schedule, "pipeline_model_parallel_size")
+    _pipeline(b, args, layers)
     untie = _true(args.get("untie_embeddings_and_output_weights")) or (
         "share_embeddings_and_output_weights" in args
         and not _true(args["share_embeddings_and_output_weights"])
@@ -399,6 +371,96 @@ def to_manifest(
         for field in ("account_for_embedding", "account_for_loss"):
             b.set(f"parallelism.{field}", True, "pp_partition_method")
 
+    moe = _shape(b, args, fmt, layers)
+
+    mbs, gbs, seq = g("micro_batch_size"), g("global_batch_size"), g("seq_length")
+    b.set("training.micro_batch_size", mbs, "micro_batch_size")
+    b.set("training.global_batch_size", gbs, "global_batch_size")
+    iters, samples = g("train_iters"), g("train_samples")
+    if iters and gbs and seq:
+        b.set("training.tokens", iters * gbs * seq, "train_iters")
+    elif samples and seq:
+        b.set("training.tokens", samples * seq, "train_samples")
+    if args.get("fp8_format") and args["fp8_format"].value not in (None, False, "null"):
+        b.set("training.precision", "fp8", "fp8_format", "fp8")
+    elif _true(args.get("fp8")):
+        b.set("training.precision", "fp8", "fp8")
+    elif _true(args.get("bf16")):
+        b.set("training.precision", "bf16", "bf16")
+    elif _true(args.get("fp16")):
+        b.set("training.precision", "fp16", "fp16")
+    _state_bytes(b, args)
+    if _true(args.get("use_megatron_fsdp")):
+        # Megatron-FSDP shards what --data-parallel-sharding-strategy names (arguments.py;
+        # default optim_grads_params, ZeRO-3)
+        strategy = args.get("data_parallel_sharding_strategy")
+        zero = _FSDP_ZERO.get(str(strategy.value)) if strategy else 3
+        b.set("training.zero_stage", zero, "data_parallel_sharding_strategy", "use_megatron_fsdp")
+    elif fmt in ("megatron", "flagscale") or "use_distributed_optimizer" in args:
+        zero = 1 if _true(args.get("use_distributed_optimizer")) else 0
+        b.set("training.zero_stage", zero, "use_distributed_optimizer")
+    _recompute(b, args, fmt)
+    _megatron_deepspeed(b, args)
+    sp = args.get("sequence_parallel")
+    if sp is not None and sp.value is not None:
+        b.set("training.sequence_parallel", _true(sp), "sequence_parallel")
+    elif sp is None and (b.values.get("parallelism.tensor") or 1) > 1:
+        # off unless asked for (argparse's store_true, ModelParallelConfig's default): the
+        # manifest's own default (on with TP) is not Megatron's
+        b.set("training.sequence_parallel", False, "tensor_model_parallel_size")
+    kernel = _dispatcher(args)
+    if kernel is not None and moe:
+        b.set(
+            "communication.all_to_all_kernel",
+            kernel,
+            "moe_flex_dispatcher_backend",
+            "moe_enable_deepep",
+            "moe_token_dispatcher_type",
+        )
+    for dotted, value in (extra or {}).items():
+        b.values.setdefault(dotted, value)
+    return Extract(fmt, path, b.values, b.origins, tuple(notes), facts(args), b.undetermined)
+
+
+def _pipeline(b: _Builder, args: Mapping[str, Arg], layers: int | None) -> None:
+    """The parallel degrees, the virtual stages and a split set by hand, and the schedule
+    (Megatron-LM runs 1F1B, interleaved with virtual stages)."""
+    g = b.int
+    tp, pp = g("tensor_model_parallel_size"), g("pipeline_model_parallel_size")
+    # Megatron-LM's default (1) only when the flag is absent, never for a value the file
+    # computes: that one is undetermined
+    for dotted, key, degree in (
+        ("parallelism.tensor", "tensor_model_parallel_size", tp),
+        ("parallelism.pipeline", "pipeline_model_parallel_size", pp),
+    ):
+        b.set(dotted, degree if key in args else 1, key)
+    b.set("parallelism.expert", g("expert_model_parallel_size"), "expert_model_parallel_size")
+    b.set("parallelism.context", g("context_parallel_size"), "context_parallel_size")
+    vpp = virtual_stages(args, layers, pp, b.notes)
+    b.set(
+        "parallelism.virtual_stages",
+        vpp,
+        "num_virtual_stages_per_pipeline_rank",
+        "num_layers_per_virtual_pipeline_stage",
+    )
+    counts = stage_counts(args, layers, pp, vpp)
+    if counts is not None:
+        b.set(
+            "parallelism.stage_layers",
+            counts,
+            "pipeline_model_parallel_layout",
+            "decoder_first_pipeline_num_layers",
+            "decoder_last_pipeline_num_layers",
+        )
+    if (pp or 1) > 1:
+        schedule = "interleaved-1f1b" if (vpp or 1) > 1 else "1f1b"
+        b.set("parallelism.schedule", schedule, "pipeline_model_parallel_size")
+
+
+def _shape(b: _Builder, args: Mapping[str, Arg], fmt: str, layers: int | None) -> bool:
+    """The model's shape: layers, widths, heads and query groups, MLA ranks, the experts and
+    their width, shared experts, leading dense layers, MTP. True for an MoE model."""
+    g, notes = b.int, b.notes
     experts = g("num_experts")
     moe = (experts or 0) > 1
     ep = g("expert_model_parallel_size")
@@ -451,33 +513,15 @@ def to_manifest(
         if dense:
             b.set("model.dense_layers", dense, "moe_layer_freq")
     b.set("model.mtp_layers", g("mtp_num_layers"), "mtp_num_layers")
+    return moe
 
-    mbs, gbs, seq = g("micro_batch_size"), g("global_batch_size"), g("seq_length")
-    b.set("training.micro_batch_size", mbs, "micro_batch_size")
-    b.set("training.global_batch_size", gbs, "global_batch_size")
-    iters, samples = g("train_iters"), g("train_samples")
-    if iters and gbs and seq:
-        b.set("training.tokens", iters * gbs * seq, "train_iters")
-    elif samples and seq:
-        b.set("training.tokens", samples * seq, "train_samples")
-    if args.get("fp8_format") and args["fp8_format"].value not in (None, False, "null"):
-        b.set("training.precision", "fp8", "fp8_format", "fp8")
-    elif _true(args.get("fp8")):
-        b.set("training.precision", "fp8", "fp8")
-    elif _true(args.get("bf16")):
-        b.set("training.precision", "bf16", "bf16")
-    elif _true(args.get("fp16")):
-        b.set("training.precision", "fp16", "fp16")
-    _state_bytes(b, args)
-    if _true(args.get("use_megatron_fsdp")):
-        # Megatron-FSDP shards what --data-parallel-sharding-strategy names (arguments.py;
-        # default optim_grads_params, ZeRO-3)
-        strategy = args.get("data_parallel_sharding_strategy")
-        zero = _FSDP_ZERO.get(str(strategy.value)) if strategy else 3
-        b.set("training.zero_stage", zero, "data_parallel_sharding_strategy", "use_megatron_fsdp")
-    elif fmt in ("megatron", "flagscale") or "use_distributed_optimizer" in args:
-        zero = 1 if _true(args.get("use_distributed_optimizer")) else 0
-        b.set("training.zero_stage", zero, "use_distributed_optimizer")
+
+def _recompute(b: _Builder, args: Mapping[str, Arg], fmt: str) -> None:
+    """Activation recompute: --recompute-granularity (full with its method and layers, or
+    selective with its modules), the older --recompute-activations and
+    --checkpoint-activations, the deprecated --moe-layer-recompute; none when a launch script
+    says nothing (Megatron-LM's default)."""
+    notes = b.notes
     granularity = args.get("recompute_granularity")
     if granularity is not None and granularity.value not in (None, "null", ""):
         value = str(granularity.value)
@@ -502,6 +546,26 @@ def to_manifest(
         _full_recompute(b, args)
     elif fmt in ("megatron", "flagscale"):
         b.set("training.activation_recompute", "none", "num_layers")
+    modules = args.get("recompute_modules")
+    if modules is not None and isinstance(modules.value, list):
+        b.set("training.recompute_modules", list(modules.value), "recompute_modules")
+    if _true(args.get("moe_layer_recompute")) and b.values.get("training.activation_recompute") != (
+        "full"
+    ):
+        # deprecated --moe-layer-recompute: selective, the MoE layer added to the modules
+        # (transformer_config.py __post_init__)
+        listed = b.values.get("training.recompute_modules", ["core_attn"])
+        b.set("training.activation_recompute", "selective", "moe_layer_recompute")
+        b.set(
+            "training.recompute_modules",
+            [*listed, "moe"] if "moe" not in listed else listed,
+            "moe_layer_recompute",
+        )
+
+
+def _megatron_deepspeed(b: _Builder, args: Mapping[str, Arg]) -> None:
+    """Megatron-DeepSpeed (--deepspeed): DeepSpeed's framework, its ZeRO stage, its pipeline
+    engine and BF16_Optimizer regime, and its attention without a flash flag."""
     deepspeed = _true(args.get("deepspeed"))
     if deepspeed:
         # Megatron-DeepSpeed: DeepSpeed runs the optimizer (and the pipeline, below)
@@ -532,40 +596,6 @@ def to_manifest(
     ):
         # Megatron-DeepSpeed's attention materialises the scores unless a flash flag asks
         b.set("runtime.flash_attention", False, "deepspeed")
-    modules = args.get("recompute_modules")
-    if modules is not None and isinstance(modules.value, list):
-        b.set("training.recompute_modules", list(modules.value), "recompute_modules")
-    if _true(args.get("moe_layer_recompute")) and b.values.get("training.activation_recompute") != (
-        "full"
-    ):
-        # deprecated --moe-layer-recompute: selective, the MoE layer added to the modules
-        # (transformer_config.py __post_init__)
-        listed = b.values.get("training.recompute_modules", ["core_attn"])
-        b.set("training.activation_recompute", "selective", "moe_layer_recompute")
-        b.set(
-            "training.recompute_modules",
-            [*listed, "moe"] if "moe" not in listed else listed,
-            "moe_layer_recompute",
-        )
-    sp = args.get("sequence_parallel")
-    if sp is not None and sp.value is not None:
-        b.set("training.sequence_parallel", _true(sp), "sequence_parallel")
-    elif sp is None and (b.values.get("parallelism.tensor") or 1) > 1:
-        # off unless asked for (argparse's store_true, ModelParallelConfig's default): the
-        # manifest's own default (on with TP) is not Megatron's
-        b.set("training.sequence_parallel", False, "tensor_model_parallel_size")
-    kernel = _dispatcher(args)
-    if kernel is not None and moe:
-        b.set(
-            "communication.all_to_all_kernel",
-            kernel,
-            "moe_flex_dispatcher_backend",
-            "moe_enable_deepep",
-            "moe_token_dispatcher_type",
-        )
-    for dotted, value in (extra or {}).items():
-        b.values.setdefault(dotted, value)
-    return Extract(fmt, path, b.values, b.origins, tuple(notes), facts(args), b.undetermined)
 
 
 _FSDP_ZERO = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
