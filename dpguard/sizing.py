@@ -351,7 +351,7 @@ def stage_memory(
         changed = ", ".join(manifest.runtime.overrides)
         line = f"runtime traits of the {profile} profile (policies/frameworks/{profile}.yaml)"
         line += f", overridden: {changed}" if changed else ""
-        return central._replace(assumptions=(*central.assumptions, line))
+        return central._replace(assumptions=(*central.assumptions, line), runtime=line)
     others = []
     for name, runtime in alternative_runtimes(manifest, s.schedule):
         other = memory.estimate(arch, degrees, training_setup(manifest, runtime), layout, band)
@@ -371,7 +371,7 @@ def stage_memory(
         + (f" (worst rank: {alternatives} GiB)" if others else ", which all price it alike")
         + "; training.framework narrows it"
     )
-    return memory.MemoryEstimate(ranks, (*central.assumptions, line))
+    return memory.MemoryEstimate(ranks, (*central.assumptions, line), line)
 
 
 def alternative_runtimes(manifest: Manifest, schedule: str) -> tuple[tuple[str, Runtime], ...]:

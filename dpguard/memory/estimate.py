@@ -137,6 +137,9 @@ class RankMemory(NamedTuple):
 class MemoryEstimate(NamedTuple):
     ranks: tuple[RankMemory, ...]
     assumptions: tuple[str, ...]
+    # the runtime it assumed, in words (sizing.stage_memory: the framework profile, or the
+    # profiles a framework-less band spans); also the last of the assumptions
+    runtime: str = ""
 
     @property
     def worst(self) -> RankMemory:

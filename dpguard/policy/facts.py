@@ -315,6 +315,13 @@ _SPECS = (
         anchor="parallelism.pipeline",
     ),
     _f(
+        "proposal.memory_runtime",
+        "str",
+        "the runtime the memory estimate assumed: the framework profile, or with none named "
+        "the profiles its band spans",
+        anchor="parallelism.pipeline",
+    ),
+    _f(
         "proposal.replication_gb",
         "number",
         "GiB per GPU of DualPipe's second parameter copy",
@@ -758,6 +765,7 @@ def sized_facts(
         "proposal.memory_high_gb",
         "proposal.memory_verdict",
         "proposal.memory_remedies",
+        "proposal.memory_runtime",
         "proposal.replication_gb",
         "proposal.bubble",
         "proposal.gpu_hours",
@@ -797,6 +805,7 @@ def sized_facts(
         facts["proposal.memory_low_gb"] = worst.low / sizing.GIB
         facts["proposal.memory_high_gb"] = worst.high / sizing.GIB
         facts["proposal.memory_verdict"] = verdict
+        facts["proposal.memory_runtime"] = estimate.runtime
         facts["proposal.stage_fits"] = verdict == "fits"
         facts["proposal.replication_gb"] = worst.replica / sizing.GIB
         if verdict != "fits" and "proposal.memory_remedies" in uses:
