@@ -152,11 +152,6 @@ class Runtime:
     pipeline_parallel_impl: str  # megatron | torch | deepspeed
     fsdp_gradient_sync: str  # per_microbatch | deferred
 
-    def overridden(self) -> dict[str, Any]:
-        """The traits the manifest sets, by name: applied over every profile for the band of
-        a manifest that names no framework."""
-        return {name: getattr(self, name) for name in self.overrides}
-
 
 @dataclass(frozen=True)
 class Parallelism:
@@ -273,8 +268,11 @@ DEPRECATED = {
 PROPOSAL_NEUTRAL = frozenset({"untie_embeddings"})
 
 
-def p_untied(data: Mapping[str, Any]) -> bool:
-    """untie_embeddings at its deprecated place (parallelism), False when not written."""
+def untie_embeddings(data: Mapping[str, Any]) -> bool:
+    """model.untie_embeddings, else its deprecated place under parallelism; False unwritten."""
+    model = data.get("model") or {}
+    if "untie_embeddings" in model:
+        return bool(model["untie_embeddings"])
     return bool((data.get("parallelism") or {}).get("untie_embeddings", False))
 
 
@@ -410,7 +408,7 @@ def build_manifest(
         shared_experts=m.get("shared_experts", 0),
         dense_layers=m.get("dense_layers", 0),
         mtp_layers=m.get("mtp_layers", 0),
-        untie_embeddings=m.get("untie_embeddings", p_untied(data)),
+        untie_embeddings=untie_embeddings(data),
     )
     training = Training(
         tokens=parse_quantity(t["tokens"]),

@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 from dpguard import compute, memory
 from dpguard.frameworks import profiles
 from dpguard.manifest import Manifest, Runtime, build_runtime, format_quantity
+from dpguard.schedules import SCHEDULES, OpTimes, check, simulate
+from dpguard.schedules.inflight import inflight
 
 GIB = memory.GIB
 
@@ -151,8 +153,6 @@ def op_times(settings: Mapping[str, Any]) -> Any:
 
 @lru_cache(maxsize=16)
 def _op_times(backward: float, weight: float, overlapped: float) -> Any:
-    from dpguard.schedules import OpTimes
-
     return OpTimes(1, backward, weight, overlapped)
 
 
@@ -172,7 +172,6 @@ def _simulate(schedule: str, ranks: int, microbatches: int, virtual: int, times:
     P = 32 costs ~20 ms. Entries are keyed by dpguard's version and every input; one that does
     not parse is simulated again."""
     from dpguard import cache
-    from dpguard.schedules import simulate
 
     key = f"{schedule} {ranks} {microbatches} {virtual} {times.forward} {times.backward} "
     key += f"{times.weight} {times.overlapped}"
@@ -190,8 +189,6 @@ def _simulate(schedule: str, ranks: int, microbatches: int, virtual: int, times:
 
 
 def _virtual(s: Strategy) -> int:
-    from dpguard.schedules import SCHEDULES
-
     spec = SCHEDULES.get(s.schedule)  # "none": no pipeline
     return spec.virtual(s.virtual_stages) if spec is not None else 1
 
@@ -205,8 +202,6 @@ REFERENCE_PAIRS = 16384
 
 
 def _pairs(s: Strategy, microbatches: int) -> int:
-    from dpguard.schedules import SCHEDULES
-
     return SCHEDULES[s.schedule].stages(s.pipeline, _virtual(s)) * microbatches
 
 
@@ -214,8 +209,6 @@ def _simulated_at(s: Strategy) -> int | None:
     """The micro-batch count `bubble` simulates `s` at: its own M up to SIMULATED_PAIRS, else
     the smallest valid M from the schedule's `steady_from` x P on (every rank's idle time is
     constant from there) if that run is at most REFERENCE_PAIRS; None beyond."""
-    from dpguard.schedules import SCHEDULES, check
-
     if _pairs(s, s.microbatches) <= SIMULATED_PAIRS:
         return s.microbatches
     start = SCHEDULES[s.schedule].steady_from * s.pipeline
@@ -247,8 +240,6 @@ def _closed_form(s: Strategy, settings: Mapping[str, Any]) -> tuple[float, float
     worst device's idle over its idle plus its work (M micro-batches through each of its
     chunks, F + B each). Exact for the uniform-idle schedules in their regime; for DualPipe(V)
     an estimate of the worst device, which is enough to rank layouts."""
-    from dpguard.schedules import SCHEDULES
-
     spec, times, v = SCHEDULES[s.schedule], op_times(settings), _virtual(s)
     form = spec.closed_form(s.pipeline, s.microbatches, v, times)
     idle = max(float(form.value), 0.0)
@@ -270,8 +261,6 @@ def bubble(s: Strategy, settings: Mapping[str, Any]) -> Bubble | None:
       idle time is the reference's and its work grows with M, so makespan(M) =
       makespan(ref) + (M - ref) x work per micro-batch and the fraction follows exactly;
     - beyond even that, the published closed form where it is exact; else None."""
-    from dpguard.schedules import check
-
     v = _virtual(s)
     if s.schedule == "none" or check(s.schedule, s.pipeline, s.microbatches, v):
         return None
@@ -290,8 +279,6 @@ def pipeline_layout(s: Strategy) -> memory.PipelineLayout | None:
     """Stage placement and in-flight micro-batches of `s` from closed forms (no simulation;
     dpguard.schedules.inflight is checked against the simulator in its tests). None when the
     schedule's constraints reject the strategy."""
-    from dpguard.schedules import check
-    from dpguard.schedules.inflight import inflight
 
     if s.schedule == "none":
         return memory.PipelineLayout(1, 1, (0,), (1,))

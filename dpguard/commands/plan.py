@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.FAILED
     plan = result.plan
     if args.emit:
-        return _emit(plan, result.manifest, result.outcome, policies, args.emit)
+        return _emit(plan, result.manifest, policies, args.emit)
     if args.format == "json":
         text = json.dumps(plan_dict(plan, policies), indent=2, sort_keys=True) + "\n"
     elif args.format == "yaml":
@@ -63,21 +63,11 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.FAILED if plan.status == "infeasible" else ExitCode.OK
 
 
-def _emit(plan: Any, manifest: Any, outcome: Any, policies: Any, fmt: str) -> int:
+def _emit(plan: Any, manifest: Any, policies: Any, fmt: str) -> int:
     from dpguard.exitcodes import ExitCode
-    from dpguard.frameworks.emit import schedules
     from dpguard.planner.emitted import emit_checked
-    from dpguard.planner.plan import make_plan
 
     notes: list[str] = []
-    runs = schedules(fmt)
-    if plan.schedule not in (None, "none", *runs):
-        notes.append(
-            f"dpguard recommends {plan.schedule}, which {fmt} does not run; this plan is the "
-            f"best among {', '.join(runs)}"
-        )
-        # the manifest as judged: the plan's own may carry the recompute it switched
-        plan = make_plan(manifest, outcome, policies, runs)
     plan, text = emit_checked(plan, manifest, fmt, policies, notes)
     sys.stdout.write(text)
     refused = any(note.startswith(f"{fmt} refuses this at launch") for note in notes)

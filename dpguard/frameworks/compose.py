@@ -19,6 +19,7 @@ from typing import Any
 from dpguard import resources
 from dpguard.findings import Finding, Severity
 from dpguard.frameworks.model import Extract, Origin
+from dpguard.manifest import untie_embeddings
 from dpguard.yamlevents import Path, Position, SourceDoc, value_at
 
 # Where a missing fact goes, in the message naming it.
@@ -186,10 +187,7 @@ def _derive_params(data: dict[str, Any], keys: dict, files: dict, name: str) -> 
             moe_ffn_hidden_size=model.get("moe_ffn_hidden_size"),
             shared_experts=model.get("shared_experts", 0),
             dense_layers=model.get("dense_layers", 0),
-            tied_embeddings=not (
-                model.get("untie_embeddings")
-                or (data.get("parallelism") or {}).get("untie_embeddings", False)
-            ),
+            tied_embeddings=not untie_embeddings(data),
         )
     except (KeyError, TypeError, ValueError):
         return  # a missing or broken shape: reported as such, not as a missing count

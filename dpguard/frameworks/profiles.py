@@ -13,14 +13,19 @@ dpguard's own broken data: `ConfigError`, exit 2.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
 from typing import Any
 
+import yaml
+
+from dpguard import cache as user_cache
 from dpguard import resources
 from dpguard.errors import ConfigError
+from dpguard.yamlsource import YamlLoadError, load_text
 
 PACKAGE = "dpguard.policies"
 FOLDER = "frameworks"
@@ -52,7 +57,6 @@ class Profile:
     source: str
     default: bool
     schedules: tuple[str, ...]  # dpguard's names, in the profile's order
-    schedule_names: Mapping[str, str]  # dpguard's name -> the framework's own
     traits: Mapping[str, Any]  # only the traits the framework has
     trait_sources: Mapping[str, str]
     overlap: Mapping[str, bool]  # communication kind -> overlapped by default
@@ -76,10 +80,6 @@ class Profile:
 @cache
 def load_profiles() -> Mapping[str, Profile]:
     """Every shipped profile by name, validated and with `extends` resolved, once per process."""
-    import json
-
-    from dpguard import cache as user_cache
-
     files = sorted(
         e.name for e in resources.packaged(PACKAGE, FOLDER).iterdir() if e.name.endswith(".yaml")
     )
@@ -139,10 +139,9 @@ def names() -> tuple[str, ...]:
 def _validated(text: str, where: str) -> dict[str, Any]:
     """The profile's data, checked against its schema. Parsed with PyYAML's C loader; the
     positioned loader runs only to say where a problem is."""
-    import yaml
-
+    # validate (schema_problems) builds manifests, whose runtime comes from here: read only
+    # to place a problem
     from dpguard.validate import schema_problems
-    from dpguard.yamlsource import YamlLoadError, load_text
 
     try:
         data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -180,9 +179,6 @@ def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Profile:
         source=meta["source"],
         default=bool(meta.get("default", False)),
         schedules=tuple(r["schedule"] for r in rows),
-        schedule_names=MappingProxyType(
-            {r["schedule"]: r.get("framework_name", r["schedule"]) for r in rows}
-        ),
         traits=MappingProxyType({k: v["value"] for k, v in traits.items()}),
         trait_sources=MappingProxyType({k: v["source"] for k, v in traits.items()}),
         overlap=MappingProxyType({k: v["overlapped"] for k, v in overlap.items()}),

@@ -59,8 +59,15 @@ def emit_checked(
     plan: Plan, manifest: Manifest, fmt: str, policies: Policies, notes: list[str]
 ) -> tuple[Plan, str]:
     """`plan` of the judged `manifest` among the schedules `fmt` runs that its launch checks
-    accept, and its text; `notes` gains a line for each schedule refused on the way."""
+    accept, and its text; `notes` gains a line for each schedule left out on the way."""
     runs = list(schedules(fmt))
+    if plan.schedule not in (None, "none", *runs):
+        notes.append(
+            f"dpguard recommends {plan.schedule}, which {fmt} does not run; this plan is the "
+            f"best among {', '.join(runs)}"
+        )
+        # the manifest as judged: the plan's own may carry the recompute it switched
+        plan = make_plan(manifest, plan.outcome, policies, tuple(runs))
     while True:
         text = emit(plan, fmt, notes)
         if plan.strategy is None:

@@ -23,6 +23,7 @@ from dpguard.policy.engine import Outcome, evaluate
 from dpguard.policy.facts import SCHEDULES, manifest_facts
 from dpguard.policy.model import Policies
 from dpguard.schedules import SCHEDULES as SPECS
+from dpguard.schedules import check
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ class Plan:
     plan_warnings: tuple[Any, ...] = ()  # warnings the policies give the plan's own layout
     training_settings: tuple[tuple[str, Any], ...] = ()  # the same changes as Training fields
     strategy: sizing.Strategy | None = None  # the plan's layout (None: infeasible)
+    # the stated framework whose profile does not run the decision table's schedule
+    excluded_by: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _simulated: dict[str, ScheduleNumbers] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -114,8 +117,6 @@ def _kernel(manifest: Manifest, tensor: int, expert: int, settings: Mapping[str,
 def _schedule_numbers(
     manifest: Manifest, strategy: sizing.Strategy, settings: Mapping[str, Any], name: str
 ) -> ScheduleNumbers:
-    from dpguard.schedules import check
-
     # Interleaved 1F1B is compared at v >= 2 (with v = 1 it is plain 1F1B).
     virtual = SPECS[name].virtual(max(2, strategy.virtual_stages))
     s = replace(strategy, schedule=name, virtual_stages=virtual)
@@ -214,25 +215,19 @@ def _judge(
 
 def _schedule_order(
     manifest: Manifest, outcome: Outcome, schedules: tuple[str, ...] | None
-) -> tuple[tuple[str, ...], list[str]]:
+) -> tuple[tuple[str, ...], str | None]:
     """The schedules the search tries, in order (the decision's, then its acceptable ones),
-    among those the framework runs (the stated framework's profile, or `schedules`), and a
-    note when the decision table's choice is not one of them."""
+    among those the framework runs (the stated framework's profile, or `schedules`), and the
+    stated framework's profile when it does not run the decision table's choice."""
     decided = outcome.schedule
-    notes: list[str] = []
+    excluded_by = None
     if schedules is None and manifest.runtime.stated:
         profile = profiles.profile(manifest.runtime.profile)
         schedules = profile.schedules
         if decided and decided != "none" and decided not in schedules:
-            # no advice the team cannot follow: the plan (and ADV003's comparison) use the
-            # best schedule the framework runs, and the page says why
-            notes.append(
-                f"the decision table recommends {decided}, which {profile.title} does not run "
-                f"(policies/frameworks/{profile.name}.yaml: {', '.join(schedules)}); planned "
-                "with the best schedule it runs"
-            )
+            excluded_by = profile.name
     if not decided or decided == "none":
-        return (), notes
+        return (), excluded_by
     acceptable = outcome.decision.acceptable if outcome.decision and not outcome.redirects else ()
     order = (decided, *(a for a in acceptable if a not in (decided, "none")))
     if manifest.parallelism is None or manifest.parallelism.virtual_stages < 2:
@@ -241,7 +236,7 @@ def _schedule_order(
     if schedules is not None:
         # 1F1B runs everywhere: the fallback when the policies accept none of them
         order = tuple(dict.fromkeys((*(n for n in order if n in schedules), "1f1b")))
-    return order, notes
+    return order, excluded_by
 
 
 def make_plan(
@@ -256,7 +251,17 @@ def make_plan(
     refused = outcome.schedule == "none"
     # The policies computed it for HR004 already (sized_facts); the plan must agree with them.
     fits_one = bool(outcome.facts["derived.model_fits_one_gpu"])
-    order, framework_notes = _schedule_order(manifest, outcome, schedules)
+    order, excluded_by = _schedule_order(manifest, outcome, schedules)
+    framework_notes = []
+    if excluded_by is not None:
+        # no advice the team cannot follow: the plan (and ADV003's comparison) use the best
+        # schedule the framework runs, and the page says why
+        profile = profiles.profile(excluded_by)
+        framework_notes.append(
+            f"the decision table recommends {outcome.schedule}, which {profile.title} does not "
+            f"run (policies/frameworks/{profile.name}.yaml: {', '.join(profile.schedules)}); "
+            "planned with the best schedule it runs"
+        )
     pipeline_needed = bool(order) and not fits_one
     result = search(manifest, order, settings, pipeline_needed)
     if result.training:  # the plan switched recompute or SP: judge and price it that way
@@ -331,6 +336,7 @@ def make_plan(
         plan_warnings=judged[1],
         training_settings=result.training,
         strategy=c.strategy if c else None,
+        excluded_by=excluded_by,
         settings=settings,
     )
 

@@ -29,6 +29,7 @@ from typing import Any
 from dpguard import sizing
 from dpguard.manifest import Manifest
 from dpguard.memory import MemoryEstimate, sharded_bytes
+from dpguard.schedules import SCHEDULES, check
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,6 @@ def _fit(
     """The best micro-batch size at which `base` runs and fits `attempt.limit`; otherwise
     appends one reason to `why`: the memory of the smallest stage that ran (the closest to
     fitting), else the first schedule constraint that failed."""
-    from dpguard.schedules import SCHEDULES, check
-
     dp = sizing.data_parallel(manifest, base)
     choices = _mbs_choices(manifest, dp, base, settings)
     choices_min = min(choices, default=0)
@@ -170,8 +169,6 @@ def _expert_size(
 
 
 def _stages_per_rank(schedule: str, virtual: int) -> int:
-    from dpguard.schedules import SCHEDULES
-
     return SCHEDULES[schedule].stages(1, virtual)
 
 
@@ -224,8 +221,6 @@ def _smallest_pipeline(
 ) -> Candidate | None:
     """The smallest P that fits and splits the layers evenly over its stages; failing that,
     the smallest P that fits (the plan then lists ADV002 with its reason)."""
-    from dpguard.schedules import SCHEDULES
-
     cap = _cap(manifest, schedule, virtual, settings)
     prefer_even = bool(settings["planner"].get("even_stages", False))
     uneven: Candidate | None = None

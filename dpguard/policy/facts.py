@@ -596,12 +596,11 @@ def spec_of(path: str) -> FactSpec | None:
     return spec
 
 
-# The facts' old names, kept so that policies written before the runtime section still read
-# them (`dpguard facts` marks them deprecated); their values are the new facts'.
-RENAMED = DEPRECATED
+# The facts' old names (manifest.DEPRECATED), kept so that policies written before the runtime
+# section still read them (`dpguard facts` marks them deprecated); their values are the new ones'.
 _OLD_SPECS = tuple(
     FactSpec(old, spec.type, f"deprecated spelling of {new}", spec.choices, spec.anchor)
-    for old, new in RENAMED.items()
+    for old, new in DEPRECATED.items()
     for spec in _SPECS
     if spec.path == new
 )
@@ -691,7 +690,7 @@ def manifest_facts(manifest: Manifest) -> dict[str, Any]:
         for part in parts:
             node = getattr(node, part, None)
         facts[path] = list(node) if isinstance(node, tuple) else node
-    for old, new in RENAMED.items():
+    for old, new in DEPRECATED.items():
         facts[old] = facts[new]
     for spec in FRAMEWORK:
         facts[spec.path] = manifest.framework.get(spec.path)

@@ -16,7 +16,6 @@ from dpguard import __version__
 from dpguard.check import FileResult
 from dpguard.codes import CODES
 from dpguard.findings import Finding, Severity
-from dpguard.frameworks import profiles
 from dpguard.planner.plan import Plan
 from dpguard.policy.facts import FACTS
 from dpguard.policy.model import KIND_SEVERITY, Policies, Rule
@@ -176,14 +175,13 @@ def decision_text(result: FileResult, with_rule: bool = True) -> str | None:
     chain = "".join(f" -> {r.recommend} ({r.id})" for r in outcome.redirects)
     rule = f" ({outcome.decision.id})" if with_rule else ""
     line = f"decision: {outcome.decision.recommend}{rule}{chain}"
-    m, decided = result.manifest, outcome.schedule
-    if m is not None and m.runtime.stated and decided and decided != "none":
-        profile = profiles.profile(m.runtime.profile)
-        if not profile.runs(decided):
-            line += f" ({profile.name} does not run {decided}: planned among what it runs)"
     if plan is not None:
+        if plan.excluded_by is not None:
+            line += (
+                f" ({plan.excluded_by} does not run {outcome.schedule}: planned among what it runs)"
+            )
         line += f"; plan: {plan_summary(plan)}"
-    facts = outcome.facts
+    facts, m = outcome.facts, result.manifest
     if m is not None and m.parallelism is not None and facts.get("proposal.schedule"):
         named = m.parallelism.schedule
         line += f"; proposal: P={m.parallelism.pipeline} M={m.microbatches}, " + (
