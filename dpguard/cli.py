@@ -27,6 +27,7 @@ COMMANDS: tuple[str, ...] = (
     "test",
     "plan",
     "memory",
+    "perf",
     "lint-policies",
     "rules",
     "explain",

@@ -90,6 +90,19 @@ COMMAND_CODES: dict[str, tuple[tuple[int, str], ...]] = {
         (ExitCode.CANNOT_RUN, f"{_CANNOT_RUN}, a missing file, a broken policy"),
         _INTERNAL,
     ),
+    "perf": (
+        (ExitCode.OK, "the layout is timed"),
+        (
+            ExitCode.FAILED,
+            "the manifest is invalid, there is nothing to time, or a custom accelerator lacks "
+            "a number the model needs",
+        ),
+        (
+            ExitCode.CANNOT_RUN,
+            f"{_CANNOT_RUN}, a missing file, a broken policy or performance data",
+        ),
+        _INTERNAL,
+    ),
     "lint-policies": (
         (ExitCode.OK, "the policy stack loads (warnings do not change this)"),
         (ExitCode.CANNOT_RUN, f"{_CANNOT_RUN}, or a policy problem (each is printed)"),

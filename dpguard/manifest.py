@@ -82,6 +82,8 @@ class Cluster:
     scale_up_domain: int  # GPUs one scale-up fabric joins (catalog); the node for custom
     peak_tflops_bf16: float
     interconnect: Interconnect
+    hbm_tbps: float | None = None  # HBM bandwidth (catalog or manifest); None: not known
+    scale_up_gbytes_per_s: float | None = None  # per GPU, unidirectional; None: not known
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,10 @@ class Runtime:
     tensor_parallel_impl: str  # megatron | dtensor
     pipeline_parallel_impl: str  # megatron | torch | deepspeed
     fsdp_gradient_sync: str  # per_microbatch | deferred
+    # communication kind -> overlapped with compute: the profile's `overlap`, then the
+    # manifest's runtime.overlap (the step-time model reads it, dpguard.perf)
+    overlap: Mapping[str, bool] = field(default_factory=dict, compare=False)
+    sharded_gathers_per_layer: int = 1  # the profile's ZeRO-3 / FSDP collectives per layer
 
 
 @dataclass(frozen=True)
@@ -292,10 +298,13 @@ def build_runtime(data: Mapping[str, Any], framework: str | None = None) -> Runt
     chosen = profiles.profile(framework or stated)
     written = runtime_overrides(data)
     applied = chosen.runtime(written, stated is not None)
+    overlap = {**chosen.overlap, **((data.get("runtime") or {}).get("overlap") or {})}
     return Runtime(
         profile=chosen.name,
         stated=stated is not None,
         overrides=tuple(sorted(k for k in written if applied[k] == written[k])),
+        overlap=overlap,
+        sharded_gathers_per_layer=chosen.sharded_gathers_per_layer,
         **applied,
     )
 
@@ -331,10 +340,13 @@ def _cluster(c: Mapping[str, Any], catalog: Catalog) -> Cluster:
     if acc is None:  # validation admitted it, so it is `custom`
         accelerator, vendor, family = "custom", "custom", "custom"
         memory_gb, peak = float(c["memory_gb"]), float(c["peak_tflops_bf16"])
+        hbm, link_gbytes = c.get("hbm_tbps"), c.get("scale_up_gbytes_per_s")
     else:
         accelerator, vendor, family = acc.id, acc.vendor, acc.family
         memory_gb = float(c.get("memory_gb", acc.memory_gb))
         peak = float(c.get("peak_tflops_bf16", acc.peak_tflops_bf16))
+        hbm = c.get("hbm_tbps", acc.hbm_tbps)
+        link_gbytes = c.get("scale_up_gbytes_per_s", acc.scale_up_gbytes_per_s)
     share = acc.usable_gib / acc.memory_gb if acc is not None else _USABLE_SHARE
     link = c["interconnect"]
     return Cluster(
@@ -352,6 +364,8 @@ def _cluster(c: Mapping[str, Any], catalog: Catalog) -> Cluster:
             inter_node_gbps_per_gpu=float(link["inter_node_gbps_per_gpu"]),
             intra_node=link.get("intra_node", _DEFAULT_INTRA_NODE.get(vendor, "other")),
         ),
+        hbm_tbps=None if hbm is None else float(hbm),
+        scale_up_gbytes_per_s=None if link_gbytes is None else float(link_gbytes),
     )
 
 

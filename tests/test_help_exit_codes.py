@@ -11,7 +11,7 @@ from dpguard.exitcodes import COMMAND_CODES
 
 # What each command can return beyond 0 (a result) and 3 (a bug): 1 only where something it
 # judges can fail, 2 everywhere (argparse's usage errors at least).
-CAN_FAIL = {"review", "diff", "test", "plan", "memory"}
+CAN_FAIL = {"review", "diff", "test", "plan", "memory", "perf"}
 
 
 def help_codes(capsys: pytest.CaptureFixture[str], command: str) -> dict[int, str]:

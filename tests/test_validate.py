@@ -96,6 +96,8 @@ runtime:
   flash_attention: false
   cross_entropy: unfused
   tensor_parallel_impl: dtensor
+  overlap:
+    tp: true
 parallelism:
   tensor: 1
   pipeline: 16
@@ -195,8 +197,8 @@ def manifest(text: str) -> Manifest:
 def test_full_manifest_is_valid() -> None:
     assert findings(FULL) == []
     assert LINE["cluster.interconnect.intra_node"] == 17
-    assert LINE["parallelism.microbatches"] == 68
-    assert len(LINE) == 73
+    assert LINE["parallelism.microbatches"] == 70
+    assert len(LINE) == 75
 
 
 # --- S002: required keys ----------------------------------------------------------------------
@@ -299,6 +301,8 @@ TYPES = [
     ("cluster.accelerator", "800", "a string", "800"),
     ("cluster.memory_gb", "'80'", "a number", "'80'"),
     ("cluster.peak_tflops_bf16", "{a: 1}", "a number", "a mapping"),
+    ("cluster.hbm_tbps", "'3.35'", "a number", "'3.35'"),
+    ("cluster.scale_up_gbytes_per_s", "true", "a number", "true"),
     ("cluster.interconnect", "400", "a mapping", "400"),
     ("cluster.interconnect.inter_node_gbps_per_gpu", "400G", "a number", "'400G'"),
     ("model", "moe", "a mapping", "'moe'"),
@@ -335,6 +339,11 @@ TYPES = [
     ("training.optimizer_offload", "'0.5'", "a number", "'0.5'"),
     ("training.optimizer_offload", "true", "a number", "true"),
     ("runtime.flash_attention", "'on'", "true or false", "'on'"),
+    ("runtime.overlap", "[tp]", "a mapping", "a list"),
+    *(
+        (f"runtime.overlap.{kind}", "'yes'", "true or false", "'yes'")
+        for kind in ("tp", "cp", "ep", "pp", "dp_grad_reduce", "dp_param_gather")
+    ),
     ("parallelism", "", "a mapping", "null"),
     ("parallelism.tensor", "2.0", "an integer", "2.0"),
     ("parallelism.pipeline", "'16'", "an integer", "'16'"),
@@ -519,6 +528,8 @@ RANGES = [
     ("cluster.gpus_per_node", "0", 1, "1025", 1024),
     ("cluster.memory_gb", "0.5", 1, "4097", 4096),
     ("cluster.peak_tflops_bf16", "-1", 1, "100001", 100000),
+    ("cluster.hbm_tbps", "0.05", 0.1, "1000.5", 1000),
+    ("cluster.scale_up_gbytes_per_s", "0", 1, "100001", 100000),
     ("cluster.interconnect.inter_node_gbps_per_gpu", "0", 1, "100000.5", 100000),
     ("model.layers", "0", 1, "10001", 10000),
     ("model.hidden_size", "0", 1, "1048577", 1048576),
@@ -700,6 +711,7 @@ UNKNOWN = [
         " (did you mean 'intra_node'?)",
     ),
     ("cluster.interconnect", "rdma: true", "rdma", "cluster.interconnect", ""),
+    ("runtime.overlap", "nvlink: true", "nvlink", "runtime.overlap", ""),
     # the near key here, and where the key as written belongs (tests/test_wrong_section.py)
     (
         "model",
@@ -752,7 +764,7 @@ def test_long_unknown_key_is_cut_in_the_message() -> None:
 
 def test_merge_key_is_an_unknown_key() -> None:
     text = FULL.replace("parallelism:\n", "parallelism:\n  <<: {tensor: 1}\n")
-    assert findings(text) == [("S001", 63, 3, "unknown key '<<' in parallelism")]
+    assert findings(text) == [("S001", 65, 3, "unknown key '<<' in parallelism")]
 
 
 def test_schema_fallback_code_for_other_keywords() -> None:
@@ -882,7 +894,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 97
+    assert len(list(properties(SCHEMA))) == 106
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -897,6 +909,7 @@ def test_schema_rejects_unknown_keys_everywhere() -> None:
         "model.mla",
         "training",
         "runtime",
+        "runtime.overlap",
         "parallelism",
         "communication",
     ]
@@ -1158,7 +1171,7 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         "X006-expert-parallelism",
         DENSE,
         {"parallelism.context": "1\n  expert: 2"},
-        [("X006", 61, 3, "expert parallelism is set on a dense model")],
+        [("X006", 63, 3, "expert parallelism is set on a dense model")],
     ),
     ("X006-ok-expert-1", DENSE, {"parallelism.context": "1\n  expert: 1"}, []),
     (
@@ -2537,8 +2550,8 @@ def test_full_manifest_values() -> None:
         "bf16",
     )
     assert m.position("model.mla.v_head_dim") == (at("model.mla.v_head_dim"))
-    assert m.position("parallelism.schedule") == (69, 3)
-    assert m.position("parallelism.nothing") == (62, 1)
+    assert m.position("parallelism.schedule") == (71, 3)
+    assert m.position("parallelism.nothing") == (64, 1)
 
 
 def test_manifest_is_immutable_and_plain_data() -> None:

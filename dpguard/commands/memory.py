@@ -15,6 +15,7 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from dpguard.commands._layout import layout_to_size
 from dpguard.commands._policies import add_policy_option
 
 if TYPE_CHECKING:
@@ -32,38 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="MANIFEST", help="the training manifest")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="default: text")
     add_policy_option(parser)
-
-
-def _strategy(manifest: Manifest, policies: Policies) -> tuple[Strategy | None, int, str]:
-    """The layout and micro-batch size to size: the proposal as written, with the policies'
-    schedule when it names none; without a parallelism section, the plan's. (None, 0, why)
-    when there is nothing to size."""
-    from dpguard import sizing
-    from dpguard.planner.plan import make_plan
-    from dpguard.policy.engine import evaluate
-    from dpguard.policy.facts import manifest_facts
-
-    p, mbs = manifest.parallelism, manifest.training.micro_batch_size
-    if p is not None and (p.schedule or p.pipeline == 1):
-        s = sizing.proposal(manifest, p.schedule or "none")
-        if s is not None:
-            return s, mbs, "as proposed"
-    outcome = evaluate(policies, manifest, manifest_facts(manifest))
-    if p is not None and manifest.microbatches is not None:
-        schedule = outcome.facts.get("proposal.schedule") or "none"
-        s = sizing.proposal(manifest, schedule)
-        assert s is not None
-        how = f"as proposed, with the policies' schedule {schedule}"
-        if sizing.pipeline_layout(s) is None:  # e.g. DualPipeV with M < 2P: size it as 1F1B
-            s = replace(s, schedule="1f1b")
-            where = f"P = {p.pipeline}, M = {s.microbatches}"
-            how = f"as proposed; {schedule} cannot run at {where}: as 1f1b"
-        return s, mbs, how
-    plan = make_plan(manifest, outcome, policies)
-    if plan.strategy is None or plan.schedule is None:
-        return None, 0, "no feasible plan: " + "; ".join(plan.notes)
-    s = plan.strategy
-    return s, plan.micro_batch_size, "as planned by dpguard: the manifest proposes no parallelism"
 
 
 def report(
@@ -147,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             print(finding.format(), file=sys.stderr)
         print(f"{args.file}: the manifest is invalid; nothing to size", file=sys.stderr)
         return ExitCode.FAILED
-    s, mbs, how = _strategy(manifest, policies)
+    s, mbs, how = layout_to_size(manifest, policies)
     manifest = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs or 1))
     estimate = sizing.stage_memory(manifest, s, policies.settings, span=True) if s else None
     if s is None or estimate is None:

@@ -62,6 +62,7 @@ class Profile:
     overlap: Mapping[str, bool]  # communication kind -> overlapped by default
     emit: str | None
     validations: tuple[str, ...]
+    sharded_gathers_per_layer: int = 1  # ZeRO-3 / FSDP collectives per layer and pass
 
     def runtime(
         self, overrides: Mapping[str, Any] = MappingProxyType({}), stated: bool = True
@@ -184,6 +185,7 @@ def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Profile:
         overlap=MappingProxyType({k: v["overlapped"] for k, v in overlap.items()}),
         emit=data.get("emit"),
         validations=tuple(data.get("validations", ())),
+        sharded_gathers_per_layer=int(data.get("sharded_gathers_per_layer", {}).get("value", 1)),
     )
 
 
