@@ -13,6 +13,7 @@ import copy
 import json
 import os
 import re
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 import yaml
 from ruamel.yaml import YAML
 
+from dpguard import perf
 from dpguard.check import check_file
 from dpguard.cli import main
 from dpguard.memory import GIB
@@ -486,19 +488,27 @@ def test_unset_micro_batch_size_takes_the_closest_m_over_p_when_the_range_is_imp
 
 
 @pytest.mark.parametrize(
-    ("mbs", "tensor", "dp", "expected"), [(1, 1, 32, 32), (2, 1, 32, 16), (4, 2, 16, 16)]
+    ("mbs", "tensor", "dp", "expected"), [(1, 1, 32, 32), (2, 1, 32, 16), (4, 1, 32, 8)]
 )
 def test_a_written_micro_batch_size_fixes_m(tmp_path, policies, mbs, tensor, dp, expected):
-    """M = global batch / (micro-batch x DP), P = 2 at every tensor size. At T = 1, DP = 32:
-    micro-batch 1 gives M = 1024 / 32 = 32 (M/P 16) and 2 gives 16 (M/P 8), both in 8..16.
-    Micro-batch 4 gives M = 8 (M/P 4) at T = 1; M/P = GBS x T / (mbs x GPUs) grows with T, so
-    the planner prefers the first tensor size that reaches the range: T = 2, DP = 16,
-    M = 1024 / (4 x 16) = 16 (M/P 8)."""
+    """M = global batch / (micro-batch x DP), P = 2. At T = 1, DP = 32: micro-batch 1 gives
+    M = 1024 / 32 = 32, 2 gives 16 and 4 gives 8 (M/P 4, below the 8..16 target). The step-time
+    model keeps T = 1 for micro-batch 4 too: T = 2 (M = 16) halves the bubble but adds its
+    collectives and half-width GEMMs, and comes out within the policy's step_time_tolerance of
+    T = 1, where the simpler layout wins (the old M/P-first rule took T = 2 for the bubble
+    alone)."""
     plan = small_dense(tmp_path, policies, micro_batch_size=mbs)
     assert (plan.pipeline, plan.tensor, plan.data_parallel) == (2, tensor, dp)
     assert (plan.micro_batch_size, plan.microbatches) == (mbs, expected)
     text = render_markdown(plan, policies)
     assert f"M = global batch 1024 / (micro-batch {mbs} x DP {dp})" in text
+    if mbs == 4:  # the layout the M/P rule chose is no faster than the tolerance
+        wider = replace(plan.strategy, tensor=2, microbatches=16)
+        sized = replace(plan.manifest, training=replace(plan.manifest.training, micro_batch_size=4))
+        chosen = perf.predict(sized, perf.layout_of(sized, plan.strategy, 4)).step_time_s
+        other = perf.predict(sized, perf.layout_of(sized, wider, 4)).step_time_s
+        tolerance = policies.settings["planner"]["step_time_tolerance"]
+        assert other * (1 + tolerance) >= chosen
 
 
 def test_dualpipe_gets_an_even_m_of_at_least_2p(tmp_path, policies):

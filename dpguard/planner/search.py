@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dpguard import sizing
+from dpguard import perf, sizing
 from dpguard.manifest import Manifest
 from dpguard.memory import MemoryEstimate, sharded_bytes
 from dpguard.schedules import SCHEDULES, check
@@ -209,7 +209,19 @@ def _splits(manifest: Manifest, stages: int) -> tuple[tuple[bool, bool], bool]:
     return _SPLITS[0], False
 
 
-def _smallest_pipeline(
+def _virtuals(schedule: str, written: int) -> tuple[int, ...]:
+    """Interleaving depths to try: the proposal's first, then the depths Megatron-LM and
+    torchtitan runs use (the NeMo recipes run 5-20 chunks per rank; Llama 3 405B interleaves 16
+    stages deep); other schedules run at the depth written."""
+    if schedule != "interleaved-1f1b":
+        return (written,)
+    return tuple(dict.fromkeys((written, *_INTERLEAVING))) if written >= 2 else _INTERLEAVING
+
+
+_INTERLEAVING = (2, 3, 4, 5, 6, 8)
+
+
+def _fitting_pipelines(
     manifest: Manifest,
     schedule: str,
     tensor: int,
@@ -218,46 +230,67 @@ def _smallest_pipeline(
     settings: Mapping[str, Any],
     why: list[str],
     attempt: _Attempt,
-) -> Candidate | None:
-    """The smallest P that fits and splits the layers evenly over its stages; failing that,
-    the smallest P that fits (the plan then lists ADV002 with its reason)."""
-    cap = _cap(manifest, schedule, virtual, settings)
+) -> list[Candidate]:
+    """Every depth P (and interleaving depth) at which `tensor` runs and fits, for the step-time
+    model to choose among; when the policy prefers even stages, the uneven splits only if no
+    even one fits (the plan then lists ADV002 with its reason)."""
     prefer_even = bool(settings["planner"].get("even_stages", False))
-    uneven: Candidate | None = None
-    for pipe in _pipelines(manifest, tensor, context, settings, cap):
-        split, even = _splits(manifest, SCHEDULES[schedule].stages(pipe, virtual))
-        if uneven is not None and not even:
-            continue
-        ep = _expert_size(manifest, tensor, pipe, settings)
-        if (manifest.cluster.gpus // pipe) % ep:
-            # Expert parallelism borrows T x C x DP = gpus / P ranks (X009): a proposal's EP
-            # that does not divide them cannot be laid out at this depth.
-            ranks = manifest.cluster.gpus // pipe
-            why.append(f"P = {pipe}: expert parallel size {ep} does not divide {ranks} ranks")
-            continue
-        base = sizing.Strategy(schedule, tensor, pipe, ep, context, virtual, 1, *split)
-        found = _fit(manifest, base, settings, why, attempt)
-        if found is not None and (even or not prefer_even):
-            return found
-        uneven = uneven or found
-    return uneven
+    even: list[Candidate] = []
+    uneven: list[Candidate] = []
+    for v in _virtuals(schedule, virtual):
+        cap = _cap(manifest, schedule, v, settings)
+        for pipe in _pipelines(manifest, tensor, context, settings, cap):
+            split, is_even = _splits(manifest, SCHEDULES[schedule].stages(pipe, v))
+            ep = _expert_size(manifest, tensor, pipe, settings)
+            if (manifest.cluster.gpus // pipe) % ep:
+                # Expert parallelism borrows T x C x DP = gpus / P ranks (X009): a proposal's
+                # EP that does not divide them cannot be laid out at this depth.
+                ranks = manifest.cluster.gpus // pipe
+                why.append(f"P = {pipe}: expert parallel size {ep} does not divide {ranks} ranks")
+                continue
+            base = sizing.Strategy(schedule, tensor, pipe, ep, context, v, 1, *split)
+            found = _fit(manifest, base, settings, why, attempt)
+            if found is not None:
+                (even if is_even else uneven).append(found)
+    if prefer_even:
+        return even or uneven
+    return even + uneven
 
 
-def _preferred(fitting: list[Candidate], settings: Mapping[str, Any]) -> Candidate:
-    """Tensor parallelism only as much as needed: the first tensor size (policy order) whose
-    plan puts M/P in the target range; if none does, the least closed-form bubble, then the
-    smaller T. (M/P = global batch x T x C / (micro-batch x GPUs) grows with T; the bubble
-    model has no tensor-parallel communication, so bubble alone would always pick the
-    largest T.)"""
-    if len(fitting) == 1:
-        return fitting[0]
-    target = settings["planner"]["microbatches_per_rank"]
-    for c in fitting:
-        if target["min"] <= c.strategy.microbatches / c.strategy.pipeline <= target["max"]:
-            return c
+def step_time(manifest: Manifest, c: Candidate) -> float:
+    """The step-time model's seconds for a candidate (dpguard.perf): what the planner minimises
+    (at a fixed GPU count and token budget, GPU-hours are proportional to it). A custom
+    accelerator without the bandwidths the model needs is ranked by its closed-form bubble."""
+    mbs = c.micro_batch_size
+    sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
+    try:
+        return perf.predict(sized, perf.layout_of(sized, c.strategy, mbs)).step_time_s
+    except perf.MissingHardware:
+        return sizing.estimated_bubble(c.strategy, _BUBBLE_ONLY)
+
+
+def _fastest(
+    manifest: Manifest, fitting: list[Candidate], settings: Mapping[str, Any]
+) -> Candidate:
+    """The fastest step; among layouts within the policy's `step_time_tolerance` of it (closer
+    than the model can tell apart), the simplest: the fewest model-parallel ranks, then the
+    shallower pipeline, then the fewer chunks per rank."""
+    times = [step_time(manifest, c) for c in fitting]
+    best = min(times)
+    tolerance = float(settings["planner"].get("step_time_tolerance", 0.0))
+    close = [c for c, s in zip(fitting, times, strict=True) if s <= best * (1 + tolerance)]
     return min(
-        fitting, key=lambda c: (sizing.estimated_bubble(c.strategy, settings), c.strategy.tensor)
+        close,
+        key=lambda c: (
+            c.strategy.tensor * c.strategy.pipeline,
+            c.strategy.pipeline,
+            c.strategy.virtual_stages,
+        ),
     )
+
+
+# op-time ratios for ranking by the bubble alone (the 6ND split of policies/planner.yaml)
+_BUBBLE_ONLY = {"op_time_ratios": {"backward": 2.0, "weight": 1.0, "overlapped": 3.0}}
 
 
 def _search_layout(
@@ -307,14 +340,12 @@ def _search_layout(
         fitting = [
             found
             for t in tensors
-            if (
-                found := _smallest_pipeline(
-                    manifest, schedule, t, context, virtual, settings, why, attempt
-                )
+            for found in _fitting_pipelines(
+                manifest, schedule, t, context, virtual, settings, why, attempt
             )
         ]
         if fitting:
-            return SearchResult(_preferred(fitting, settings), tuple(notes))
+            return SearchResult(_fastest(manifest, fitting, settings), tuple(notes))
         # The last reason is the deepest pipeline tried: the most telling one.
         reason = why[-1] if why else "no pipeline depth divides the GPUs"
         cap = _cap(manifest, schedule, virtual, settings)
