@@ -147,7 +147,6 @@ def planned_facts(plan: Plan, outcome: Outcome, policies: Policies) -> dict[str,
     """What the planner found, as facts (policy.facts.PLANNED): feasibility and its reason, the
     schedule it recommends and, at the proposal's P and M, that schedule's bubble and
     GPU-hours, so ADV003 compares a proposal with what dpguard would actually run."""
-    from dpguard import sizing
 
     feasible = plan.status != "infeasible"
     recommended = plan.schedule if feasible else None
@@ -168,15 +167,12 @@ def planned_facts(plan: Plan, outcome: Outcome, policies: Policies) -> dict[str,
     facts["plan.proposal_recommended"] = proposed == recommended or bool(
         decision and proposed in decision.acceptable
     )
-    s = sizing.proposal(plan.manifest, recommended)
-    if s is not None and p.pipeline > 1:
-        result = sizing.bubble(s, policies.settings)
-        if result is not None:
-            bubble = result.fraction
-            facts["plan.recommended_bubble"] = bubble
-            hours = sizing.gpu_hours(plan.manifest, bubble, policies.settings)
-            facts["plan.recommended_gpu_hours"] = hours
-            proposed_hours = outcome.facts.get("proposal.gpu_hours")
-            if proposed_hours is not None and hours is not None:
-                facts["plan.recommended_saving_gpu_hours"] = proposed_hours - hours
+    # the proposal against dpguard's plan, both priced by the step-time model at the same
+    # cluster and budget (the plan is the best layout of the recommended schedule; never a
+    # strawman at the proposal's own P and M)
+    ours, theirs = plan.performance, plan.proposal_performance
+    if ours is not None and theirs is not None and p.pipeline > 1:
+        facts["plan.recommended_bubble"] = ours.bubble
+        facts["plan.recommended_gpu_hours"] = ours.gpu_hours
+        facts["plan.recommended_saving_gpu_hours"] = theirs.gpu_hours - ours.gpu_hours
     return facts

@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from dpguard import perf, sizing
+from dpguard.check import check_file
 from dpguard.cli import main
+from dpguard.planner.plan import Plan
 from dpguard.planner.render import _environment
+from dpguard.policy.load import load_policies
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -34,6 +38,13 @@ def variant(tmp_path: Path, name: str, patch: dict[str, dict[str, object]]) -> s
     with path.open("w", encoding="utf-8") as handle:
         YAML(typ="safe").dump(doc, handle)
     return str(path)
+
+
+def planned(path: str) -> Plan:
+    """The plan `dpguard plan` renders for `path`, as data."""
+    result = check_file(path, None, load_policies(), {})
+    assert result.plan is not None
+    return result.plan
 
 
 def templates(tmp_path: Path, plan_md: str, rollback_md: str | None = None) -> str:
@@ -67,8 +78,12 @@ def test_planned_with_the_dualpipe_replication_row(capsys):
         "| Expected bubble | **4.00%** (exact: simulated at a smaller M, extrapolated); "
         "1F1B at the same P and M: 11.44% |\n" in out
     )
-    assert "| dualpipe (chosen) | 4.00% | 2,746,481 | 230,704 saved | allowed |\n" in out
-    assert "| 1f1b | 11.44% | 2,977,186 | baseline | allowed |\n" in out
+    rows = {c.schedule: c for c in planned(FRONTIER).candidates}
+    dual, plain = rows["dualpipe"].gpu_hours, rows["1f1b"].gpu_hours
+    assert dual is not None and plain is not None
+    saved = f"{plain - dual:,.0f}"
+    assert f"| dualpipe (chosen) | 4.00% | {dual:,.0f} | {saved} saved | allowed |\n" in out
+    assert f"| 1f1b | 11.44% | {plain:,.0f} | baseline | allowed |\n" in out
 
 
 def test_planned_without_the_replication_row(capsys):
@@ -78,13 +93,17 @@ def test_planned_without_the_replication_row(capsys):
     assert code == 0
     assert "DualPipe replication" not in out
     assert "| Expected bubble | **3.03%** (exact simulation) |\n" in out
-    assert "| GPU-hours for 1T tokens | 159,144 |\n" in out
+    rows = {c.schedule: c for c in planned(SMALL).candidates}
+    ours, dual = rows["1f1b"].gpu_hours, rows["dualpipe"].gpu_hours
+    assert ours is not None and dual is not None
+    assert f"| GPU-hours for 1T tokens | {ours:,.0f} |\n" in out  # 1F1B: nothing to save against
     assert "| All-to-all kernel | none needed (no expert parallelism) |\n" in out
-    assert "| 1f1b (chosen) | 3.03% | 159,144 | baseline | allowed |\n" in out
+    assert f"| 1f1b (chosen) | 3.03% | {ours:,.0f} | baseline | allowed |\n" in out
     # The comparison says which schedules the policies would not allow at this P and M.
     assert (
-        "| dualpipe | 0.00% | 154,321 | 4,823 saved | not allowed: HR001, HR009, RF001 |\n" in out
-    )
+        f"| dualpipe | 0.00% | {dual:,.0f} | {ours - dual:,.0f} saved | not allowed: HR001, "
+        "HR009, RF001 |\n"
+    ) in out
 
 
 def test_no_pipeline_branch(capsys):
@@ -153,25 +172,50 @@ def rollback_section(text: str) -> str:
     return text[text.index("## Rollback trigger") :]
 
 
-def test_rollback_to_a_simpler_schedule(capsys):
-    _, out, _ = plan(capsys, FRONTIER)
-    assert rollback_section(out) == (
+def trigger(path: str, steps: int = 1000) -> str:
+    """The paragraph's first lines, from the plan's own numbers (the metric and its arithmetic)."""
+    p = planned(path)
+    assert p.performance is not None
+    m = p.manifest
+    flops = perf.model_flops_per_token(sizing.architecture(m))
+    peak = p.performance.model_tflops_per_gpu / p.performance.mfu
+    return (
         "## Rollback trigger\n"
-        "Measure the **aggregate GPU utilization percentage over the first 1000 steps**. The plan "
-        "expects\n96.0% (one minus the 4.00% bubble of dualpipe). If it stays below\n"
-        "**91.0%** (the expectation less a 5-point margin for communication,\n"
-        "stragglers and data loading, which the bubble model leaves out), dualpipe is not "
-        "delivering what its\ncomplexity costs: switch to the simpler **dualpipev**, expected "
-        "at 95.9%.\n"
+        f"Measure the **aggregate GPU utilization percentage over the first {steps} steps**, as "
+        "model-FLOPs\nutilisation from the logged step time: "
+        f"{m.training.global_batch_size * m.model.seq_len:,} tokens per step x {flops:.3g}\n"
+        f"model FLOPs per token / (step time x {m.cluster.gpus:,} GPUs x {peak:,.0f} TFLOP/s "
+        "peak). The plan\n"
+        f"expects **{p.expected_utilization:.1f}%** (a {p.performance.step_time_s:.3g} s step). "
+        'nvidia-smi\'s "GPU utilization" is not this\nnumber: it counts the time any kernel '
+        "runs, so ranks waiting in NCCL or DeepEP kernels, or in the bubble, read as busy.\n"
     )
 
 
+def test_rollback_to_a_simpler_schedule(capsys):
+    _, out, _ = plan(capsys, FRONTIER)
+    p = planned(FRONTIER)
+    assert p.rollback_threshold is not None and p.rollback_performance is not None
+    section = rollback_section(out)
+    assert section.startswith(trigger(FRONTIER))
+    assert (
+        f"If it stays below **{p.rollback_threshold:.1f}%** (the low end of the model's "
+        "calibrated band), dualpipe\nis not delivering what its complexity costs: switch to the "
+        f"simpler **dualpipev**, expected at {100 * p.rollback_performance.mfu:.1f}%.\n"
+    ) in section
+    # the threshold is the band's low end below the expectation (policies/performance/model.yaml)
+    assert p.rollback_threshold == pytest.approx(0.8 * p.expected_utilization)
+
+
 def test_rollback_warns_when_the_simpler_schedule_is_expected_below_the_trigger(capsys):
-    """large-dense: zb1p expects 75.6% (trigger 70.6%), but 1F1B at the same P = M = 32 only
-    100 x (1 - 31/63) = 50.8%."""
+    """large-dense: zb1p at P = M = 32; 1F1B at the same layout, with twice the bubble, is
+    expected below zb1p's trigger."""
     _, out, _ = plan(capsys, str(EXAMPLES / "large-dense.yaml"))
+    p = planned(str(EXAMPLES / "large-dense.yaml"))
+    assert p.rollback_performance is not None and p.rollback_threshold is not None
+    assert 100 * p.rollback_performance.mfu < p.rollback_threshold
     assert rollback_section(out).endswith(
-        "switch to the simpler **1f1b**, expected at 50.8%.\n"
+        f"switch to the simpler **1f1b**, expected at {100 * p.rollback_performance.mfu:.1f}%.\n"
         "That is below the trigger itself: switch only once the shortfall is traced to zb1p "
         "(not to\ncommunication or stragglers, which 1f1b would suffer too).\n"
     )
@@ -179,12 +223,12 @@ def test_rollback_warns_when_the_simpler_schedule_is_expected_below_the_trigger(
 
 def test_rollback_for_1f1b_which_has_no_simpler_schedule(capsys):
     _, out, _ = plan(capsys, SMALL)
-    assert rollback_section(out) == (
-        "## Rollback trigger\n"
-        "Measure the **aggregate GPU utilization percentage over the first 1000 steps**. The plan "
-        "expects\n97.0%; 1f1b is already the simplest schedule, so if utilization stays below\n"
-        "**92.0%** investigate stragglers, communication and data loading before changing the "
-        "schedule.\n"
+    p = planned(SMALL)
+    assert p.rollback_threshold is not None
+    assert rollback_section(out) == trigger(SMALL) + (
+        f"1f1b is already the simplest schedule, so if it stays below **{p.rollback_threshold:.1f}%"
+        "** (the low\nend of the model's calibrated band) investigate stragglers, communication "
+        "and data loading before changing the schedule.\n"
     )
 
 
@@ -193,7 +237,7 @@ def test_rollback_for_1f1b_which_has_no_simpler_schedule(capsys):
     [
         ("no-pipeline", "there is no pipeline schedule to roll back"),
         ("refused", "there is no pipeline schedule to roll back"),
-        ("planned", "the schedule could not be simulated at this P and M"),
+        ("planned", "the step-time model could not price this layout"),
     ],
 )
 def test_no_rollback_trigger(status, reason):
@@ -206,7 +250,7 @@ def test_no_rollback_trigger(status, reason):
 
 def test_rollback_settings_come_from_the_layered_policy(tmp_path, capsys):
     """A team's set overrides the whole `rollback` block (settings layer key by key at the top
-    level): 500 steps, a 2-point margin, and DualPipe rolls back straight to Zero Bubble."""
+    level): 500 steps, and DualPipe rolls back straight to Zero Bubble."""
     policy = tmp_path / "team.yaml"
     policy.write_text(
         "apiVersion: dpguard/v1\nkind: PolicySet\n"
@@ -214,22 +258,15 @@ def test_rollback_settings_come_from_the_layered_policy(tmp_path, capsys):
         "settings:\n"
         "  rollback:\n"
         "    steps: 500\n"
-        "    margin_points: 2\n"
         "    simpler: {dualpipe: zb1p}\n"
         "rules: []\n",
         encoding="utf-8",
     )
     code, out, _ = plan(capsys, FRONTIER, "--policy", str(policy))
     assert code == 0
-    assert rollback_section(out) == (
-        "## Rollback trigger\n"
-        "Measure the **aggregate GPU utilization percentage over the first 500 steps**. The plan "
-        "expects\n96.0% (one minus the 4.00% bubble of dualpipe). If it stays below\n"
-        "**94.0%** (the expectation less a 2-point margin for communication,\n"
-        "stragglers and data loading, which the bubble model leaves out), dualpipe is not "
-        "delivering what its\ncomplexity costs: switch to the simpler **zb1p**, expected at "
-        "95.9%.\n"
-    )
+    section = rollback_section(out)
+    assert section.startswith(trigger(FRONTIER, steps=500))
+    assert "switch to the simpler **zb1p**, expected at " in section
     assert "team 1.0.0 (sha256:" in out
 
 
@@ -244,9 +281,10 @@ def test_custom_templates_are_used(tmp_path, capsys):
         "trigger {{ plan.rollback_threshold_pct }} -> {{ plan.rollback_to }}\n",
     )
     code, out, err = plan(capsys, FRONTIER, "--templates", folder)
+    threshold = planned(FRONTIER).rollback_threshold
     assert (code, out, err) == (
         0,
-        "frontier-moe: DualPipe P=32 M=240 bubble 4.00%\ntrigger 91.0% -> dualpipev\n",
+        f"frontier-moe: DualPipe P=32 M=240 bubble 4.00%\ntrigger {threshold:.1f}% -> dualpipev\n",
         "",
     )
 

@@ -843,9 +843,9 @@ communication: {all_to_all_kernel: deepep}
 """
 ADV003 = re.compile(
     r"warning ADV003 proposed schedule (\S+) differs from dpguard's recommendation (\S+) "
-    r"\(([A-Z]+\d+)\): "
-    r"bubble ([\d.]+)% vs ([\d.]+)% at P=(\d+), M=(\d+), that is ([\d,]+) GPU-hours more "
-    r"over the token budget$"
+    r"\(([A-Z]+\d+)\): the step-time model prices the proposal at ([\d,]+) GPU-hours more "
+    r"over the token budget than dpguard's plan on the same cluster \(`dpguard plan` shows "
+    r"both\)$"
 )
 
 
@@ -864,13 +864,15 @@ def test_a_refused_proposal_draws_the_refusal_not_adv003(
 def test_adv003_states_what_the_recommendation_saves_and_is_silent_when_it_saves_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Under DT004 (1F1B for < 100 GPUs): GPipe has 1F1B's bubble at the same P and M but
-    holds every micro-batch in flight, so ADV003 fires with 0 GPU-hours; DualPipeV's bubble is
-    smaller than 1F1B's, so the recommendation would cost more and ADV003 stays silent."""
+    """Under DT004 (1F1B for < 100 GPUs) dpguard plans 1F1B at its fastest layout (P = 5).
+    GPipe at P = 10 costs more by the step-time model: ADV003 fires with what the plan saves.
+    DualPipeV at P = 2, M = 24 costs less than the plan (a smaller bubble on fewer stages):
+    nothing to justify, ADV003 stays silent (its memory is other rules' business)."""
     lines = {}
-    for schedule in ("gpipe", "dualpipev"):
+    for schedule, layout in (("gpipe", "pipeline: 10"), ("dualpipev", "pipeline: 2")):
         manifest = tmp_path / f"{schedule}.yaml"
-        manifest.write_text(WARN_ONLY.replace("schedule: 1f1b", f"schedule: {schedule}"))
+        text = WARN_ONLY.replace("schedule: 1f1b", f"schedule: {schedule}")
+        manifest.write_text(text.replace("pipeline: 10", layout))
         main(["review", str(manifest)])
         out = capsys.readouterr().out.splitlines()
         lines[schedule] = [line for line in out if " ADV003 " in line]
@@ -878,7 +880,8 @@ def test_adv003_states_what_the_recommendation_saves_and_is_silent_when_it_saves
     assert len(lines["gpipe"]) == 1
     match = ADV003.search(lines["gpipe"][0])
     assert match is not None, lines["gpipe"][0]
-    assert match.groups() == ("gpipe", "1f1b", "DT004", match[4], match[4], "10", "120", "0")
+    assert match.groups()[:3] == ("gpipe", "1f1b", "DT004")
+    assert int(match[4].replace(",", "")) > 0
 
 
 def leaf(fact: str, op: str, value: Any) -> dict[str, Any]:

@@ -51,6 +51,10 @@ def run(args: argparse.Namespace) -> int:
     plan = result.plan
     if args.emit:
         return _emit(plan, result.manifest, policies, args.emit)
+    if args.format in ("json", "markdown"):
+        from dpguard.planner.alternatives import with_alternatives
+
+        plan = with_alternatives(plan)  # the pages that show the model's alternatives
     if args.format == "json":
         text = json.dumps(plan_dict(plan, policies), indent=2, sort_keys=True) + "\n"
     elif args.format == "yaml":

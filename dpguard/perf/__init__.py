@@ -2,7 +2,7 @@
 GPU-hours, with the breakdown of where the time goes. Constants: policies/performance/model.yaml."""
 
 from dpguard.perf.model import BREAKDOWN, Layout, MissingHardware, Prediction
-from dpguard.perf.step import layout_of, model_flops_per_token, predict
+from dpguard.perf.step import layout_of, model_flops_per_token, predict, predicted
 
 __all__ = [
     "BREAKDOWN",
@@ -12,4 +12,5 @@ __all__ = [
     "layout_of",
     "model_flops_per_token",
     "predict",
+    "predicted",
 ]

@@ -5,6 +5,7 @@ data-parallel communication and the optimizer step added once per step."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -17,6 +18,7 @@ from dpguard.perf.model import (
     TFLOPS,
     Hardware,
     Layout,
+    MissingHardware,
     Pass,
     Prediction,
     Shape,
@@ -24,7 +26,7 @@ from dpguard.perf.model import (
     hardware,
     layer_pass,
 )
-from dpguard.schedules import SCHEDULES, OpTimes
+from dpguard.schedules import SCHEDULES, OpTimes, check
 
 # Schedules that overlap one micro-batch's expert all-to-all with another's compute by design
 # (DualPipe README: "computation-communication overlap" of forward and backward chunks).
@@ -443,3 +445,17 @@ def predict(manifest: Manifest, layout: Layout) -> Prediction:
         breakdown_s=breakdown,
         notes=hw.notes,
     )
+
+
+def predicted(manifest: Manifest, s: sizing.Strategy, mbs: int) -> Prediction | None:
+    """The prediction for a sized strategy at micro-batch size `mbs`; None when its schedule
+    cannot run it or a custom accelerator lacks a number the model needs (the callers then
+    fall back to what they priced before the model, and say so)."""
+    spec = SCHEDULES.get(s.schedule)
+    if spec and check(s.schedule, s.pipeline, s.microbatches, spec.virtual(s.virtual_stages)):
+        return None
+    sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
+    try:
+        return predict(sized, layout_of(sized, s, mbs))
+    except (MissingHardware, ValueError):
+        return None

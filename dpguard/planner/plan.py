@@ -13,11 +13,12 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from dpguard import compute, sizing
+from dpguard import compute, perf, sizing
 from dpguard.catalog import load_catalog
 from dpguard.findings import Severity
 from dpguard.frameworks import profiles
 from dpguard.manifest import Manifest, Parallelism
+from dpguard.perf import predicted
 from dpguard.planner.search import Candidate, search
 from dpguard.policy.engine import Outcome, evaluate
 from dpguard.policy.facts import SCHEDULES, manifest_facts
@@ -72,6 +73,15 @@ class Plan:
     plan_warnings: tuple[Any, ...] = ()  # warnings the policies give the plan's own layout
     training_settings: tuple[tuple[str, Any], ...] = ()  # the same changes as Training fields
     strategy: sizing.Strategy | None = None  # the plan's layout (None: infeasible)
+    # the step-time model's prediction for the plan's layout and for the proposal's (None where
+    # there is none, or a custom accelerator lacks what the model needs)
+    performance: perf.Prediction | None = None
+    proposal_performance: perf.Prediction | None = None
+    # the fastest layouts of the other schedules the framework runs and of ZeRO-3 without a
+    # pipeline, fastest first: filled by `planner.alternatives.with_alternatives` for the pages
+    # that show them (`plan`), not for `review`'s findings
+    alternatives: tuple[perf.Prediction, ...] = ()
+    rollback_performance: perf.Prediction | None = None  # the simpler schedule's, same layout
     # the stated framework whose profile does not run the decision table's schedule
     excluded_by: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -86,7 +96,7 @@ class Plan:
             return None
         if schedule not in self._simulated:
             self._simulated[schedule] = _schedule_numbers(
-                self.manifest, self.strategy, self.settings, schedule
+                self.manifest, self.strategy, self.settings, schedule, self.micro_batch_size
             )
         return self._simulated[schedule]
 
@@ -115,7 +125,11 @@ def _kernel(manifest: Manifest, tensor: int, expert: int, settings: Mapping[str,
 
 
 def _schedule_numbers(
-    manifest: Manifest, strategy: sizing.Strategy, settings: Mapping[str, Any], name: str
+    manifest: Manifest,
+    strategy: sizing.Strategy,
+    settings: Mapping[str, Any],
+    name: str,
+    mbs: int,
 ) -> ScheduleNumbers:
     # Interleaved 1F1B is compared at v >= 2 (with v = 1 it is plain 1F1B).
     virtual = SPECS[name].virtual(max(2, strategy.virtual_stages))
@@ -126,10 +140,13 @@ def _schedule_numbers(
         big = sizing.too_large(s)
         why = problems or ((f"{big}, and it has no exact closed form",) if big else ())
         return ScheduleNumbers(name, None, None, None, why or ("not simulated",), virtual)
+    timed = predicted(manifest, s, mbs)
     return ScheduleNumbers(
         name,
         result.fraction,
-        sizing.gpu_hours(manifest, result.fraction, settings),
+        # the step-time model's GPU-hours; the 6ND estimate only where it cannot price the
+        # layout (a custom accelerator without bandwidths)
+        timed.gpu_hours if timed else sizing.gpu_hours(manifest, result.fraction, settings),
         # The simulator counts in the schedule's own chunks (1/v of a stage for interleaved,
         # 1/2 for DualPipeV): rescale so every row shares one unit.
         result.makespan * float(SPECS[name].chunk_size(virtual)),
@@ -161,6 +178,16 @@ def _op_seconds(manifest: Manifest, c: Candidate, settings: Mapping[str, Any]) -
         "weight": float(f * Decimal(repr(float(ratios["weight"])))),
         "overlapped": float(f * Decimal(repr(float(ratios["overlapped"])))),
     }
+
+
+def _proposal_performance(manifest: Manifest, outcome: Outcome) -> perf.Prediction | None:
+    """The proposal as written, with the schedule the policies judged it under."""
+    p = manifest.parallelism
+    schedule = outcome.facts.get("proposal.schedule")
+    if p is None or not isinstance(schedule, str):
+        return None
+    s = sizing.proposal(manifest, schedule)
+    return None if s is None else predicted(manifest, s, manifest.training.micro_batch_size)
 
 
 def untied(manifest: Manifest, schedule: str | None) -> bool:
@@ -291,7 +318,7 @@ def make_plan(
         status = "infeasible"
     schedule = c.strategy.schedule if c else None
     chosen = (
-        _schedule_numbers(manifest, c.strategy, settings, schedule)
+        _schedule_numbers(manifest, c.strategy, settings, schedule, c.micro_batch_size)
         if c and schedule in SCHEDULES
         else None
     )
@@ -301,12 +328,19 @@ def make_plan(
         else ((), ())
     )
     simpler = settings["rollback"]["simpler"].get(schedule) if schedule else None
+    performance = predicted(manifest, c.strategy, c.micro_batch_size) if c else None
+    fallback = None
     threshold = expected = None
-    if chosen and chosen.bubble is not None:
-        # Utilisation the zero-communication model expects, less the policy's margin for what
-        # it leaves out (communication, stragglers, data loading).
-        expected = 100 * (1 - chosen.bubble)
-        threshold = expected - float(settings["rollback"]["margin_points"])
+    if performance is not None and chosen and chosen.bubble is not None:
+        # The user's metric, aggregate GPU utilisation, read as model-FLOPs utilisation from the
+        # logged step time (docs/planner.md "Rollback trigger"): the plan expects the model's
+        # MFU; below the low end of its calibrated band the plan's premise does not hold.
+        expected = 100 * performance.mfu
+        threshold = expected * performance.low / performance.tokens_per_s_per_gpu
+        if simpler is not None and c is not None:
+            fallback = predicted(
+                manifest, replace(c.strategy, schedule=simpler), c.micro_batch_size
+            )
     return Plan(
         manifest=manifest,
         outcome=outcome,
@@ -327,7 +361,7 @@ def make_plan(
         kernel=_kernel(manifest, c.strategy.tensor, c.strategy.expert, settings)
         if c
         else Kernel("none", "", ""),
-        rollback_to=simpler if threshold is not None else None,
+        rollback_to=simpler if threshold is not None and fallback is not None else None,
         rollback_threshold=threshold,
         expected_utilization=expected,
         plan_findings=judged[0],
@@ -337,6 +371,9 @@ def make_plan(
         training_settings=result.training,
         strategy=c.strategy if c else None,
         excluded_by=excluded_by,
+        performance=performance,
+        proposal_performance=_proposal_performance(manifest, outcome),
+        rollback_performance=fallback,
         settings=settings,
     )
 

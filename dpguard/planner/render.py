@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dpguard import sizing
+from dpguard import perf, sizing
 from dpguard.errors import ConfigError
 from dpguard.manifest import format_quantity
 from dpguard.memory import GIB
+from dpguard.planner.alternatives import disagreement
 from dpguard.planner.patch import kept_warnings, manifest_patch
 from dpguard.planner.plan import Plan, ScheduleNumbers, judge_schedules
 from dpguard.policy.model import Policies
@@ -77,6 +78,8 @@ def _proposal(plan: Plan) -> dict[str, Any] | None:
     if p is None:
         return None
     bubble, hours = facts.get("proposal.bubble"), facts.get("proposal.gpu_hours")
+    if plan.proposal_performance is not None:
+        hours = plan.proposal_performance.gpu_hours
     memory = facts.get("proposal.stage_memory_gb")
     judged = facts.get("proposal.schedule")
     micro = plan.manifest.microbatches
@@ -98,6 +101,44 @@ def _proposal(plan: Plan) -> dict[str, Any] | None:
     }
 
 
+def _timed(p: perf.Prediction | None) -> dict[str, Any] | None:
+    """A prediction as the page prints it."""
+    if p is None:
+        return None
+    lay = p.layout
+    return {
+        "schedule": lay.schedule,
+        "layout": f"TP {lay.tensor}, PP {lay.pipeline}"
+        + (f" (v {lay.virtual_stages})" if lay.virtual_stages > 1 else "")
+        + (f", CP {lay.context}" if lay.context > 1 else "")
+        + (f", EP {lay.expert}" if lay.expert > 1 else "")
+        + f", DP {lay.data}, micro-batch {lay.micro_batch_size}, M {lay.microbatches}",
+        "step_time": f"{p.step_time_s:.3g} s",
+        "tokens_per_s": thousands(p.tokens_per_s_per_gpu),
+        "band": f"{thousands(p.low)}-{thousands(p.high)}",
+        "mfu": pct(p.mfu, 1),
+        "gpu_hours": p.gpu_hours,
+        "bubble": pct(p.bubble, 1),
+    }
+
+
+def _saved(plan: Plan) -> dict[str, Any] | None:
+    """GPU-hours the plan saves, against the proposal, or without one against the best 1F1B
+    layout (the plan's own when it is 1F1B); None when neither is priced."""
+    ours = plan.performance
+    if ours is None:
+        return None
+    if plan.proposal_performance is not None:
+        return {
+            "hours": plan.proposal_performance.gpu_hours - ours.gpu_hours,
+            "against": "your proposal",
+        }
+    plain = [p for p in plan.alternatives if p.layout.schedule == "1f1b"]
+    if plan.schedule == "1f1b" or not plain:
+        return None
+    return {"hours": plain[0].gpu_hours - ours.gpu_hours, "against": "the best 1F1B layout"}
+
+
 def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
     """Everything the templates may use, as plain data (also the basis of the JSON form)."""
     m = plan.manifest
@@ -110,7 +151,6 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
     refusal_finding = next(
         (f for f in plan.outcome.findings if refusal and f.code == refusal.id), None
     )
-    fallback = plan.numbers(plan.rollback_to)
     target = settings["planner"]["microbatches_per_rank"]
     # Routed experts are split over EP x ETP (sizing.expert_tensor: ETP = TP when it divides).
     expert_shards = plan.expert * (
@@ -199,11 +239,18 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "findings": [_brief(f) for f in plan.outcome.findings],
         "plan_findings": [_brief(f) for f in plan.plan_findings],
         "kept_warnings": [dict(k._asdict()) for k in kept_warnings(plan)],
-        "notes": list(plan.notes),
+        "notes": [*plan.notes, *filter(None, [disagreement(plan)])],
+        "performance": _timed(plan.performance),
+        # a pipeline-free alternative is ZeRO-3 (planner.alternatives)
+        "alternatives": [
+            {**timed, "schedule": "none (ZeRO-3)"} if timed["schedule"] == "none" else timed
+            for timed in filter(None, map(_timed, plan.alternatives))
+        ],
+        "saved": _saved(plan),
+        "mfu_definition": _mfu_definition(plan),
         "assumptions": assumptions,
         "policies": policy_line(policies).removeprefix("policies: "),
         "rollback_steps": settings["rollback"]["steps"],
-        "rollback_margin": f"{float(settings['rollback']['margin_points']):g}",
         "rollback_to": plan.rollback_to,
         "rollback_threshold": plan.rollback_threshold,
         "rollback_threshold_pct": f"{plan.rollback_threshold:.1f}%"
@@ -212,17 +259,33 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "expected_utilization": f"{plan.expected_utilization:.1f}%"
         if plan.expected_utilization is not None
         else "n/a",
-        "fallback_utilization": pct(1 - fallback.bubble, 1)
-        if fallback and fallback.bubble is not None
+        "fallback_utilization": pct(plan.rollback_performance.mfu, 1)
+        if plan.rollback_performance
         else "n/a",
         # The simpler schedule is expected below the trigger itself: switching is not a remedy
         # for a shortfall that is not the complex schedule's own.
         "fallback_below_threshold": bool(
-            fallback
-            and fallback.bubble is not None
+            plan.rollback_performance
             and plan.rollback_threshold is not None
-            and 100 * (1 - fallback.bubble) < plan.rollback_threshold
+            and 100 * plan.rollback_performance.mfu < plan.rollback_threshold
         ),
+    }
+
+
+def _mfu_definition(plan: Plan) -> dict[str, str] | None:
+    """The arithmetic that turns a logged step time into the rollback metric (MFU)."""
+    p = plan.performance
+    if p is None:
+        return None
+    m = plan.manifest
+    peak = p.model_tflops_per_gpu / p.mfu if p.mfu else m.cluster.peak_tflops_bf16
+    flops = perf.model_flops_per_token(sizing.architecture(m))
+    return {
+        "tokens_per_step": thousands(m.training.global_batch_size * m.model.seq_len),
+        "flops_per_token": f"{flops:.3g}",
+        "gpus": thousands(m.cluster.gpus),
+        "peak_tflops": f"{peak:,.0f}",
+        "step_time": f"{p.step_time_s:.3g}",
     }
 
 
@@ -318,7 +381,13 @@ def plan_dict(plan: Plan, policies: Policies) -> dict[str, Any]:
             "requires": plan.kernel.requires,
             "source": plan.kernel.source,
         },
+        "performance": plan.performance.as_dict() if plan.performance else None,
+        "proposal_performance": plan.proposal_performance.as_dict()
+        if plan.proposal_performance
+        else None,
+        "alternatives": [p.as_dict() for p in plan.alternatives],
         "rollback": {
+            "metric": "model-FLOPs utilisation from the logged step time (docs/planner.md)",
             "to": plan.rollback_to,
             "threshold_percent": plan.rollback_threshold,
             "expected_utilization_percent": plan.expected_utilization,

@@ -261,12 +261,8 @@ def step_time(manifest: Manifest, c: Candidate) -> float:
     """The step-time model's seconds for a candidate (dpguard.perf): what the planner minimises
     (at a fixed GPU count and token budget, GPU-hours are proportional to it). A custom
     accelerator without the bandwidths the model needs is ranked by its closed-form bubble."""
-    mbs = c.micro_batch_size
-    sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
-    try:
-        return perf.predict(sized, perf.layout_of(sized, c.strategy, mbs)).step_time_s
-    except perf.MissingHardware:
-        return sizing.estimated_bubble(c.strategy, _BUBBLE_ONLY)
+    p = perf.predicted(manifest, c.strategy, c.micro_batch_size)
+    return p.step_time_s if p else sizing.estimated_bubble(c.strategy, _BUBBLE_ONLY)
 
 
 def _fastest(

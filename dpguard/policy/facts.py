@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dpguard import sizing
+from dpguard import perf, sizing
 from dpguard.frameworks import profiles
 from dpguard.manifest import DEPRECATED, Manifest
 from dpguard.schedules.registry import SCHEDULES as SPECS
@@ -385,21 +385,23 @@ _SPECS = (
     _f(
         "plan.recommended_bubble",
         "number",
-        "exact bubble of the recommended schedule at the proposal's P and M (unset when it "
-        "cannot run there)",
+        "bubble share of dpguard's plan (the recommended schedule at its best layout), from the "
+        "step-time model (unset when there is no plan or nothing to compare)",
         anchor="parallelism.schedule",
     ),
     _f(
         "plan.recommended_gpu_hours",
         "number",
-        "GPU-hours of the token budget with the recommended schedule at the proposal's P and M",
+        "GPU-hours of the token budget for dpguard's plan, from the step-time model (docs/"
+        "performance.md)",
         anchor="parallelism.schedule",
     ),
     _f(
         "plan.recommended_saving_gpu_hours",
         "number",
-        "GPU-hours the recommended schedule saves over the proposal's at its P and M (negative: "
-        "the proposal's costs fewer; unset when either cannot be computed)",
+        "GPU-hours dpguard's plan saves over the proposal, both priced by the step-time model at "
+        "the same cluster and budget (negative: the proposal costs fewer; unset when either "
+        "cannot be priced)",
         anchor="parallelism.schedule",
     ),
     _f(
@@ -824,7 +826,12 @@ def sized_facts(
         if result is not None:
             bubble = result.fraction
             facts[f"{prefix}.bubble"] = bubble
-            facts[f"{prefix}.gpu_hours"] = sizing.gpu_hours(manifest, bubble, settings)
+            # the step-time model's GPU-hours (docs/performance.md); the 6ND estimate where it
+            # cannot price the layout (a custom accelerator without bandwidths)
+            timed = perf.predicted(manifest, strategy(name), manifest.training.micro_batch_size)
+            facts[f"{prefix}.gpu_hours"] = (
+                timed.gpu_hours if timed else sizing.gpu_hours(manifest, bubble, settings)
+            )
         if prefix.startswith("schedules."):
             memory = sizing.stage_memory(manifest, strategy(name), settings)
             if memory is not None:
