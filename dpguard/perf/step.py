@@ -155,9 +155,12 @@ def _output_layer(c: _Context) -> float:
     return logits + loss
 
 
-def _chunk(c: _Context, layers: range, passes: Mapping[bool, Pass], last: bool) -> dict[str, float]:
-    """A pipeline chunk's seconds per micro-batch: its layers, the output layer and MTP on the
-    last stage, its pipeline send."""
+_Costs4 = dict[tuple[bool, bool], dict[str, float]]
+
+
+def _chunk(c: _Context, layers: range, costs: _Costs4, last: bool) -> dict[str, float]:
+    """A pipeline chunk's seconds per micro-batch: its layers (`costs`: one layer's by kind and
+    recompute, computed once per prediction), the output layer and MTP on the last stage."""
     total: dict[str, float] = dict.fromkeys(
         ("forward_compute", "input_compute", "weight_compute", "recompute", "tp", "cp", "ep"), 0.0
     )
@@ -170,12 +173,12 @@ def _chunk(c: _Context, layers: range, passes: Mapping[bool, Pass], last: bool) 
         redo -= redo_here
         for recompute, n in ((True, redo_here), (False, count - redo_here)):
             if n:
-                for key, value in _layer_costs(c, passes[kind], recompute).items():
+                for key, value in costs[kind, recompute].items():
                     total[key] += n * value
     if last:
         out = _output_layer(c)
         mtp = c.arch.mtp_layers
-        block = _layer_costs(c, passes[c.arch.moe], False)
+        block = costs[c.arch.moe, False]
         total["forward_compute"] += out * (1 + mtp) + mtp * block["forward_compute"]
         total["input_compute"] += 2 * out * (1 + mtp) + mtp * block["input_compute"]
         total["weight_compute"] += out * (1 + mtp) + mtp * block["weight_compute"]
@@ -223,14 +226,24 @@ def _ranks(c: _Context, passes: Mapping[bool, Pass]) -> list[_Costs]:
         (p.stage_layers or ()) if p else (),
     )
     send = _pp_send(c)
+    costs = {
+        (kind, redo): _layer_costs(c, passes[kind], redo)
+        for kind in passes
+        for redo in (True, False)
+    }
+    chunks: dict[tuple[int, int, bool], dict[str, float]] = {}  # stages alike cost alike
     # DualPipe sends half the micro-batches each way: rank r runs stage r for one half and
     # its mirror, stage P-1-r, for the other, so it does the mean of the two per micro-batch
     # (arXiv 2412.19437 §3.2.1, Figure 5)
     mirrored = lay.schedule in SCHEDULES and SCHEDULES[lay.schedule].mirrored and stages > 1
     per_rank: dict[int, dict[str, float]] = {}
     for stage, layers in enumerate(split):
-        chunk = _chunk(c, layers, passes, stage == stages - 1)
-        chunk["pp"] = 2 * send if stages > 1 else 0.0
+        last = stage == stages - 1
+        key = (layers.start if last or c.arch.moe else 0, len(layers), last)
+        if key not in chunks:
+            chunks[key] = _chunk(c, layers, costs, last)
+            chunks[key]["pp"] = 2 * send if stages > 1 else 0.0
+        chunk = chunks[key]
         homes = (
             (stage_ranks[stage], stages - 1 - stage_ranks[stage])
             if mirrored
@@ -450,7 +463,21 @@ def predict(manifest: Manifest, layout: Layout) -> Prediction:
 def predicted(manifest: Manifest, s: sizing.Strategy, mbs: int) -> Prediction | None:
     """The prediction for a sized strategy at micro-batch size `mbs`; None when its schedule
     cannot run it or a custom accelerator lacks a number the model needs (the callers then
-    fall back to what they priced before the model, and say so)."""
+    fall back to what they priced before the model, and say so). Remembered within the
+    process: the facts, the plan and its schedule table ask for the same layouts. The key adds
+    the runtime's overlap table, which manifest equality leaves out."""
+    key = (manifest, tuple(sorted(manifest.runtime.overlap.items())), s, mbs)
+    if key not in _PREDICTED:
+        if len(_PREDICTED) >= 512:
+            _PREDICTED.clear()
+        _PREDICTED[key] = _predicted(manifest, s, mbs)
+    return _PREDICTED[key]
+
+
+_PREDICTED: dict[Any, Prediction | None] = {}
+
+
+def _predicted(manifest: Manifest, s: sizing.Strategy, mbs: int) -> Prediction | None:
     spec = SCHEDULES.get(s.schedule)
     if spec and check(s.schedule, s.pipeline, s.microbatches, spec.virtual(s.virtual_stages)):
         return None

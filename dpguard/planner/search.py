@@ -220,6 +220,11 @@ def _virtuals(schedule: str, written: int) -> tuple[int, ...]:
 
 _INTERLEAVING = (2, 3, 4, 5, 6, 8)
 
+# The search space in depth: from the smallest P that fits up to this multiple of it. At a fixed
+# global batch M/P (so the bubble) does not change with P; a deeper pipeline only trades data-
+# parallel traffic for pipeline sends and memory, which stops paying long before 4x.
+_DEEPEST = 4
+
 
 def _fitting_pipelines(
     manifest: Manifest,
@@ -239,7 +244,10 @@ def _fitting_pipelines(
     uneven: list[Candidate] = []
     for v in _virtuals(schedule, virtual):
         cap = _cap(manifest, schedule, v, settings)
+        first: int | None = None  # the smallest depth that fits at this T and v
         for pipe in _pipelines(manifest, tensor, context, settings, cap):
+            if first is not None and pipe > _DEEPEST * first:
+                break
             split, is_even = _splits(manifest, SCHEDULES[schedule].stages(pipe, v))
             ep = _expert_size(manifest, tensor, pipe, settings)
             if (manifest.cluster.gpus // pipe) % ep:
@@ -251,6 +259,7 @@ def _fitting_pipelines(
             base = sizing.Strategy(schedule, tensor, pipe, ep, context, v, 1, *split)
             found = _fit(manifest, base, settings, why, attempt)
             if found is not None:
+                first = first or pipe
                 (even if is_even else uneven).append(found)
     if prefer_even:
         return even or uneven
