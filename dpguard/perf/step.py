@@ -239,11 +239,11 @@ def _ranks(c: _Context, passes: Mapping[bool, Pass]) -> list[_Costs]:
     per_rank: dict[int, dict[str, float]] = {}
     for stage, layers in enumerate(split):
         last = stage == stages - 1
-        key = (layers.start if last or c.arch.moe else 0, len(layers), last)
-        if key not in chunks:
-            chunks[key] = _chunk(c, layers, costs, last)
-            chunks[key]["pp"] = 2 * send if stages > 1 else 0.0
-        chunk = chunks[key]
+        alike = (layers.start if last or c.arch.moe else 0, len(layers), last)
+        if alike not in chunks:
+            chunks[alike] = _chunk(c, layers, costs, last)
+            chunks[alike]["pp"] = 2 * send if stages > 1 else 0.0
+        chunk = chunks[alike]
         homes = (
             (stage_ranks[stage], stages - 1 - stage_ranks[stage])
             if mirrored
@@ -251,8 +251,8 @@ def _ranks(c: _Context, passes: Mapping[bool, Pass]) -> list[_Costs]:
         )
         for home in homes:
             into = per_rank.setdefault(home, dict.fromkeys(chunk, 0.0))
-            for key, value in chunk.items():
-                into[key] += value / len(homes)
+            for part, value in chunk.items():
+                into[part] += value / len(homes)
     out = []
     for rank in sorted(per_rank):
         x = per_rank[rank]

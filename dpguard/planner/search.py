@@ -278,19 +278,17 @@ def _fastest(
     manifest: Manifest, fitting: list[Candidate], settings: Mapping[str, Any]
 ) -> Candidate:
     """The fastest step; among layouts within the policy's `step_time_tolerance` of it (closer
-    than the model can tell apart), the simplest: the fewest model-parallel ranks, then the
-    shallower pipeline, then the fewer chunks per rank."""
+    than the model can tell apart: no calibrated sweep trades tensor against pipeline size),
+    the practitioners' rule (Narayanan et al. 2021, arXiv 2104.04473 §3.3, takeaway 1: tensor
+    parallelism up to the scale-up domain, then as shallow a pipeline as fits): the shallower
+    pipeline, then the smaller tensor size, then the fewer chunks per rank."""
     times = [step_time(manifest, c) for c in fitting]
     best = min(times)
     tolerance = float(settings["planner"].get("step_time_tolerance", 0.0))
     close = [c for c, s in zip(fitting, times, strict=True) if s <= best * (1 + tolerance)]
     return min(
         close,
-        key=lambda c: (
-            c.strategy.tensor * c.strategy.pipeline,
-            c.strategy.pipeline,
-            c.strategy.virtual_stages,
-        ),
+        key=lambda c: (c.strategy.pipeline, c.strategy.tensor, c.strategy.virtual_stages),
     )
 
 
