@@ -3,6 +3,8 @@ the plan's when the manifest proposes none."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -42,3 +44,27 @@ def layout_to_size(manifest: Manifest, policies: Policies) -> tuple[Strategy | N
         return None, 0, "no feasible plan: " + "; ".join(plan.notes)
     s = plan.strategy
     return s, plan.micro_batch_size, "as planned by dpguard: the manifest proposes no parallelism"
+
+
+def manifest_and_layout(
+    args: argparse.Namespace, verb: str
+) -> tuple[Manifest, Policies, Strategy | None, str] | None:
+    """The manifest `args.file` names (`.dpguard.yaml` defaults applied), with the micro-batch
+    size of the layout to describe; the layered policies; that layout (None when there is
+    none) and how it was chosen; None, after printing the findings to stderr, when
+    the manifest is invalid. `verb` says what the command would have done ("size", "time")."""
+    from dpguard.check import check_file
+    from dpguard.commands._policies import config_of, load
+
+    cfg = config_of(args, args.file)
+    policies = load(args.policy, cfg)
+    result = check_file(args.file, None, None, cfg.defaults_for(args.file))
+    manifest = result.manifest
+    if manifest is None:
+        for finding in result.findings:
+            print(finding.format(), file=sys.stderr)
+        print(f"{args.file}: the manifest is invalid; nothing to {verb}", file=sys.stderr)
+        return None
+    s, mbs, how = layout_to_size(manifest, policies)
+    manifest = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs or 1))
+    return manifest, policies, s, how

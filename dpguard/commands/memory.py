@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from dpguard.commands._layout import layout_to_size
+from dpguard.commands._layout import manifest_and_layout
 from dpguard.commands._policies import add_policy_option
 
 if TYPE_CHECKING:
@@ -103,21 +102,12 @@ def _text(path: str, data: dict[str, Any], how: str, remedies: list[str]) -> str
 
 def run(args: argparse.Namespace) -> int:
     from dpguard import sizing
-    from dpguard.check import check_file
-    from dpguard.commands._policies import config_of, load
     from dpguard.exitcodes import ExitCode
 
-    cfg = config_of(args, args.file)
-    policies = load(args.policy, cfg)
-    result = check_file(args.file, None, None, cfg.defaults_for(args.file))
-    manifest = result.manifest
-    if manifest is None:
-        for finding in result.findings:
-            print(finding.format(), file=sys.stderr)
-        print(f"{args.file}: the manifest is invalid; nothing to size", file=sys.stderr)
+    loaded = manifest_and_layout(args, "size")
+    if loaded is None:
         return ExitCode.FAILED
-    s, mbs, how = layout_to_size(manifest, policies)
-    manifest = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs or 1))
+    manifest, policies, s, how = loaded
     estimate = sizing.stage_memory(manifest, s, policies.settings, span=True) if s else None
     if s is None or estimate is None:
         print(f"{args.file}: nothing to size: {how if s is None else 'the schedule cannot run'}")

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from dpguard.commands._layout import layout_to_size
+from dpguard.commands._layout import manifest_and_layout
 from dpguard.commands._policies import add_policy_option
 
 if TYPE_CHECKING:
@@ -49,29 +49,18 @@ def _text(path: str, p: Prediction, how: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from dpguard.check import check_file
-    from dpguard.commands._policies import config_of, load
     from dpguard.exitcodes import ExitCode
     from dpguard.perf import MissingHardware, layout_of, predict
 
-    cfg = config_of(args, args.file)
-    policies = load(args.policy, cfg)
-    result = check_file(args.file, None, None, cfg.defaults_for(args.file))
-    manifest = result.manifest
-    if manifest is None:
-        for finding in result.findings:
-            print(finding.format(), file=sys.stderr)
-        print(f"{args.file}: the manifest is invalid; nothing to time", file=sys.stderr)
+    loaded = manifest_and_layout(args, "time")
+    if loaded is None:
         return ExitCode.FAILED
-    s, mbs, how = layout_to_size(manifest, policies)
+    manifest, _policies, s, how = loaded
     if s is None:
         print(f"{args.file}: nothing to time: {how}")
         return ExitCode.FAILED
-    manifest = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs or 1))
     try:
-        prediction = predict(manifest, layout_of(manifest, s, mbs or 1))
+        prediction = predict(manifest, layout_of(manifest, s, manifest.training.micro_batch_size))
     except MissingHardware as exc:
         file, line, col = manifest.locate("cluster.accelerator")
         print(f"{file}:{line}:{col}: error: {exc}", file=sys.stderr)

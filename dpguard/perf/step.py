@@ -239,7 +239,7 @@ def _ranks(c: _Context, passes: Mapping[bool, Pass]) -> list[_Costs]:
     per_rank: dict[int, dict[str, float]] = {}
     for stage, layers in enumerate(split):
         last = stage == stages - 1
-        alike = (layers.start if last or c.arch.moe else 0, len(layers), last)
+        alike = (c.arch.moe_layers_in(layers), len(layers), last)
         if alike not in chunks:
             chunks[alike] = _chunk(c, layers, costs, last)
             chunks[alike]["pp"] = 2 * send if stages > 1 else 0.0
