@@ -208,7 +208,7 @@ def _pp_send(c: _Context) -> float:
 
 
 def _ranks(c: _Context, passes: Mapping[bool, Pass]) -> list[_Costs]:
-    """Every pipeline rank's costs per micro-batch, its chunks summed."""
+    """The costs per micro-batch of every distinct kind of pipeline rank, its chunks summed."""
     lay, m = c.layout, c.manifest
     if lay.schedule == "none" or lay.pipeline == 1:
         stage_ranks: tuple[int, ...] = (0,)
@@ -236,26 +236,32 @@ def _ranks(c: _Context, passes: Mapping[bool, Pass]) -> list[_Costs]:
     # its mirror, stage P-1-r, for the other, so it does the mean of the two per micro-batch
     # (arXiv 2412.19437 §3.2.1, Figure 5)
     mirrored = lay.schedule in SCHEDULES and SCHEDULES[lay.schedule].mirrored and stages > 1
-    per_rank: dict[int, dict[str, float]] = {}
+    # each rank as the chunks it runs (their signatures and shares): ranks alike cost alike,
+    # and only the slowest matters, so each distinct mix is summed once
+    mixes: dict[int, list[tuple[tuple[int, int, bool], float]]] = {}
     for stage, layers in enumerate(split):
         last = stage == stages - 1
         alike = (c.arch.moe_layers_in(layers), len(layers), last)
         if alike not in chunks:
             chunks[alike] = _chunk(c, layers, costs, last)
             chunks[alike]["pp"] = 2 * send if stages > 1 else 0.0
-        chunk = chunks[alike]
         homes = (
             (stage_ranks[stage], stages - 1 - stage_ranks[stage])
             if mirrored
             else (stage_ranks[stage],)
         )
         for home in homes:
-            into = per_rank.setdefault(home, dict.fromkeys(chunk, 0.0))
-            for part, value in chunk.items():
-                into[part] += value / len(homes)
+            mixes.setdefault(home, []).append((alike, 1 / len(homes)))
+    per_rank: dict[tuple[tuple[tuple[int, int, bool], float], ...], dict[str, float]] = {}
+    for mix in {tuple(sorted(v)) for v in mixes.values()}:
+        into = dict.fromkeys(chunks[mix[0][0]], 0.0)
+        for alike, share in mix:
+            for part, value in chunks[alike].items():
+                into[part] += value * share
+        per_rank[mix] = into
     out = []
-    for rank in sorted(per_rank):
-        x = per_rank[rank]
+    for mix in sorted(per_rank):
+        x = per_rank[mix]
         comm = x["tp"] + x["cp"] + x["ep"] + x["pp"]
         forward = x["forward_compute"] + comm / 2
         parts = {
