@@ -654,6 +654,28 @@ def test_megatron_fsdp_sharding_strategy_is_the_zero_stage(
     assert read(write(tmp_path, "train.sh", text), "megatron").values["training.zero_stage"] == zero
 
 
+def test_overlap_switches_are_read_for_the_step_time_model(tmp_path: Path) -> None:
+    """Megatron-LM's overlap switches and torchtitan's AsyncTP set runtime.overlap at their
+    line; a file without them leaves the profile's defaults (nothing is read)."""
+    flags = "--overlap-grad-reduce --overlap-param-gather --tp-comm-overlap"
+    text = f"torchrun pretrain_gpt.py --bf16 --num-layers 2 \\\n  {flags}\n"
+    values = read(write(tmp_path, "train.sh", text), "megatron").values
+    assert {k: v for k, v in values.items() if k.startswith("runtime.overlap")} == {
+        "runtime.overlap.dp_grad_reduce": True,
+        "runtime.overlap.dp_param_gather": True,
+        "runtime.overlap.tp": True,
+    }
+    plain = read(
+        write(tmp_path, "plain.sh", "torchrun pretrain_gpt.py --num-layers 2\n"), "megatron"
+    )
+    assert not any(k.startswith("runtime.overlap") for k in plain.values)
+    toml = '[model]\nname = "llama3"\nflavor = "8B"\n[parallelism]\n'
+    toml += "enable_async_tensor_parallel = true\n"
+    found = read(write(tmp_path, "a.toml", toml), "torchtitan")
+    assert found.values["runtime.overlap.tp"] is True
+    assert found.origins["runtime.overlap.tp"].position.line == 5
+
+
 def test_torchtitan_cpu_offload_moves_the_optimizer_states_to_the_host(tmp_path: Path) -> None:
     text = '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nseq_len = 4096\n'
     plain = read(write(tmp_path, "a.toml", text), "torchtitan")

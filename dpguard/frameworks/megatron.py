@@ -124,6 +124,9 @@ KNOWN = frozenset(
         "account_for_loss_in_pipeline_split",
         "pipeline_model_parallel_layout",
         "overlap_moe_expert_parallel_comm",
+        "overlap_grad_reduce",
+        "overlap_param_gather",
+        "tp_comm_overlap",
         "delay_wgrad_compute",
         "grad_reduce_in_bf16",
         "grad_reduce_in_fp32",
@@ -322,6 +325,9 @@ _SWITCHES = frozenset(
         "account_for_embedding_in_pipeline_split",
         "account_for_loss_in_pipeline_split",
         "overlap_moe_expert_parallel_comm",
+        "overlap_grad_reduce",
+        "overlap_param_gather",
+        "tp_comm_overlap",
         "delay_wgrad_compute",
         "moe_enable_deepep",
         "recompute_activations",
@@ -390,6 +396,7 @@ def to_manifest(
     elif _true(args.get("fp16")):
         b.set("training.precision", "fp16", "fp16")
     _state_bytes(b, args)
+    _overlap(b, args)
     if _true(args.get("use_megatron_fsdp")):
         # Megatron-FSDP shards what --data-parallel-sharding-strategy names (arguments.py;
         # default optim_grads_params, ZeRO-3)
@@ -611,6 +618,22 @@ def _full_recompute(b: _Builder, args: Mapping[str, Arg]) -> None:
     layers = b.int("recompute_num_layers")
     if layers is not None and layers >= 1:
         b.set("training.recompute_num_layers", layers, "recompute_num_layers")
+
+
+# Megatron-LM's switches that hide communication behind compute -> runtime.overlap (read by the
+# step-time model, docs/performance.md; the profile's default is off for each)
+_OVERLAP = (
+    ("overlap_grad_reduce", "dp_grad_reduce"),
+    ("overlap_param_gather", "dp_param_gather"),
+    ("tp_comm_overlap", "tp"),
+    ("overlap_moe_expert_parallel_comm", "ep"),
+)
+
+
+def _overlap(b: _Builder, args: Mapping[str, Arg]) -> None:
+    for key, kind in _OVERLAP:
+        if _true(args.get(key)):
+            b.set(f"runtime.overlap.{kind}", True, key)
 
 
 def _half(arg: Arg | None) -> bool | None:

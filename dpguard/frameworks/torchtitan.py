@@ -330,6 +330,15 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
                 )
             )
 
+    # AsyncTP overlaps the tensor-parallel collectives with the GEMMs (runtime.overlap.tp, read
+    # by the step-time model; torchtitan job_config.py enable_async_tensor_parallel)
+    async_tp, async_at = find(
+        ("parallelism", "enable_async_tensor_parallel"),
+        ("experimental", "enable_async_tensor_parallel"),
+    )
+    if async_tp is True:
+        put("runtime.overlap.tp", True, async_at)
+
     # precision, recompute, loss, TP implementation, all-to-all
     converters, converters_at = find(("model", "converters"))
     float8, float8_at = find(("float8", "enable_float8_linear"))
