@@ -982,3 +982,37 @@ def test_tensor_parallelism_stays_inside_the_scale_up_domain(
     plan = plan_of(write(tmp_path, doc), team)
     assert plan.status == "planned"
     assert plan.tensor == largest
+
+
+LONG = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata: {name: long}
+cluster: {gpus: 512, accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}
+model:
+  architecture: dense
+  total_params: 70B
+  layers: 80
+  hidden_size: 8192
+  attention_heads: 64
+  kv_heads: 8
+  ffn_hidden_size: 28672
+  ffn_activation: swiglu
+  seq_len: 131072
+  vocab_size: 128256
+training: {tokens: 100B, global_batch_size: 64, micro_batch_size: 1, framework: megatron}
+"""
+
+
+def test_long_sequences_get_context_parallelism_and_short_ones_do_not(tmp_path, policies):
+    """A 70B model at 128K tokens: the search tries the policy's context sizes (one sequence's
+    activations do not fit without), and the page names the one it picks; at 8K it keeps
+    CP = 1 (policies/planner.yaml context_from_seq_len 32768)."""
+    path = tmp_path / "long.yaml"
+    path.write_text(LONG, encoding="utf-8")
+    plan = plan_of(path, policies)
+    assert plan.status == "planned" and plan.context > 1
+    assert plan.performance is not None and plan.performance.layout.context == plan.context
+    assert f"context {plan.context}," in render_markdown(plan, policies)
+    path.write_text(LONG.replace("seq_len: 131072", "seq_len: 8192"), encoding="utf-8")
+    assert plan_of(path, policies).context == 1

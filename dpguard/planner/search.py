@@ -209,6 +209,20 @@ def _splits(manifest: Manifest, stages: int) -> tuple[tuple[bool, bool], bool]:
     return _SPLITS[0], False
 
 
+def _contexts(manifest: Manifest, settings: Mapping[str, Any]) -> tuple[int, ...]:
+    """Context-parallel sizes to try: the proposal's when it writes one; for sequences of at
+    least `planner.context_from_seq_len` tokens, the policy's `context_candidates` that split
+    the sequence into whole halves per rank (load-balanced causal CP splits each rank's share
+    in two: Transformer Engine, Megatron-core); otherwise none (1)."""
+    p, planner = manifest.parallelism, settings["planner"]
+    if p is not None and ("parallelism", "context") in manifest.source.keys:
+        return (p.context,)
+    seq = manifest.model.seq_len
+    if seq < int(planner.get("context_from_seq_len", 0) or seq + 1):
+        return (p.context if p is not None else 1,)
+    return tuple(c for c in planner.get("context_candidates", (1,)) if seq % (2 * c) == 0) or (1,)
+
+
 def _virtuals(schedule: str, written: int) -> tuple[int, ...]:
     """Interleaving depths to try: the proposal's first, then the depths Megatron-LM and
     torchtitan runs use (the NeMo recipes run 5-20 chunks per rank; Llama 3 405B interleaves 16
@@ -323,6 +337,7 @@ def _search_layout(
         tensors += [t for t in candidates if t > p.tensor]
     tensors = [t for t in tensors if sizing.tensor_divides(manifest, t)]
     context = p.context if p is not None else 1
+    contexts = _contexts(manifest, settings)
     virtual = p.virtual_stages if p is not None else 1
     why: list[str] = []
     if not pipeline_needed:
@@ -343,8 +358,9 @@ def _search_layout(
         fitting = [
             found
             for t in tensors
+            for c in contexts
             for found in _fitting_pipelines(
-                manifest, schedule, t, context, virtual, settings, why, attempt
+                manifest, schedule, t, c, virtual, settings, why, attempt
             )
         ]
         if fitting:
