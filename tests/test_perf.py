@@ -137,6 +137,15 @@ def test_tensor_parallel_beyond_the_node_costs_more(tmp_path: Path) -> None:
     assert across.breakdown_s["tp"] > 5 * inside.breakdown_s["tp"]
 
 
+def test_pcie_nodes_pay_tensor_parallelism_at_pcie_speed(tmp_path: Path) -> None:
+    m = manifest(tmp_path)
+    link = replace(m.cluster.interconnect, intra_node="pcie")
+    pcie = replace(m, cluster=replace(m.cluster, interconnect=link))
+    assert (
+        predict(pcie, layout(pcie)).breakdown_s["tp"] > 3 * predict(m, layout(m)).breakdown_s["tp"]
+    )
+
+
 def test_a_deeper_pipeline_at_fixed_batch_has_a_bigger_bubble(tmp_path: Path) -> None:
     m = manifest(tmp_path)
     shallow = predict(m, layout(m, pipeline=2))

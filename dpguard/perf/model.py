@@ -171,7 +171,9 @@ def hardware(cluster: Any, precision: str, d: Mapping[str, Any]) -> Hardware:
     link = (cluster.scale_up_gbytes_per_s or 0.0) * 1e9
     nic = cluster.interconnect.inter_node_gbps_per_gpu * 1e9 / 8
     if cluster.interconnect.intra_node == "pcie" or not link:
-        link = max(link, nic)  # no scale-up fabric: the node's GPUs talk over PCIe / the NIC
+        # no scale-up fabric (or none known): the node's GPUs talk over PCIe, whose x16 Gen5
+        # 64 GB/s per direction is a 400 Gb/s NIC's order; the NIC's figure stands in
+        link = nic
     return Hardware(
         gemm_flops=peak * gemm_share,
         attention_flops=bf16_peak * attn_share,

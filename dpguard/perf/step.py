@@ -430,11 +430,8 @@ def predict(manifest: Manifest, layout: Layout) -> Prediction:
         passes[True] = layer_pass(arch, True, shape, hw, d)
     ranks = _ranks(c, passes)
     slow = max(ranks, key=lambda r: r.forward + r.input + r.weight)
-    chunks = len(ranks) and (
-        SCHEDULES[layout.schedule].stages(layout.pipeline, layout.virtual_stages) // layout.pipeline
-        if layout.schedule in SCHEDULES and layout.pipeline > 1
-        else 1
-    )
+    spec = SCHEDULES.get(layout.schedule)
+    chunks = spec.stages(layout.pipeline, layout.virtual_stages) // layout.pipeline if spec else 1
     idle = _idle(c, slow, chunks)
     runs = layout.accumulation_steps
     per_mb = slow.forward + slow.input + slow.weight
@@ -444,7 +441,8 @@ def predict(manifest: Manifest, layout: Layout) -> Prediction:
     scale = layout.microbatches * runs
     breakdown = {k: v * scale for k, v in slow.parts.items()}
     breakdown.update(dp=dp, optimizer=optimizer, bubble=idle * runs)
-    # what the split parts do not cover (none today): kept so the breakdown sums to the step
+    # the parts add up to the step but for float rounding: that goes to compute, so the
+    # reported breakdown sums to the reported step exactly
     breakdown["compute"] += step - sum(breakdown[k] for k in BREAKDOWN)
     gpus = manifest.cluster.gpus
     tokens = t.global_batch_size * arch.seq_len
