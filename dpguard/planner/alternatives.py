@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from dpguard import perf
 from dpguard.frameworks import profiles
-from dpguard.planner.plan import Plan, predicted
+from dpguard.planner.plan import Plan
 from dpguard.planner.search import search
 from dpguard.policy.facts import SCHEDULES
 
@@ -32,7 +32,7 @@ def with_alternatives(plan: Plan) -> Plan:
         result = search(m, (schedule,), settings, True)
         c = result.candidate
         if c is not None and c.strategy.schedule == schedule:
-            p = predicted(m, c.strategy, c.micro_batch_size)
+            p = perf.predicted(m, c.strategy, c.micro_batch_size)
             if p is not None:
                 found.append(p)
     if plan.schedule != "none" and m.training.zero_stage < 3:
@@ -42,7 +42,7 @@ def with_alternatives(plan: Plan) -> Plan:
         result = search(sharded, (), settings, False)
         c = result.candidate
         if c is not None:
-            p = predicted(sharded, c.strategy, c.micro_batch_size)
+            p = perf.predicted(sharded, c.strategy, c.micro_batch_size)
             if p is not None:
                 found.append(p)
     found.sort(key=lambda p: p.step_time_s)
