@@ -5,7 +5,6 @@ data-parallel communication and the optimizer step added once per step."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -485,8 +484,7 @@ def _predicted(manifest: Manifest, s: sizing.Strategy, mbs: int) -> Prediction |
     spec = SCHEDULES.get(s.schedule)
     if spec and check(s.schedule, s.pipeline, s.microbatches, spec.virtual(s.virtual_stages)):
         return None
-    sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
-    try:
-        return predict(sized, layout_of(sized, s, mbs))
+    try:  # the layout carries the micro-batch size: predict reads no other
+        return predict(manifest, layout_of(manifest, s, mbs))
     except (MissingHardware, ValueError):
         return None
