@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def directory() -> Path | None:
@@ -94,3 +98,21 @@ def remember(kind: str, text: str, *parts: bytes) -> None:
         finally:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
+
+
+def remembered_json(
+    kind: str, parts: tuple[bytes, ...], build: Callable[[], Any], use: Callable[[Any], T]
+) -> T:
+    """`use` of the checked data remembered as JSON under `parts` (the bytes it was checked
+    from), else of `build()`'s, remembered once `use` took it. An entry is taken whole or not
+    at all: one that does not decode, or that `use` cannot take, is built again."""
+    text = recall(kind, *parts)
+    if text is not None:
+        try:
+            return use(json.loads(text))
+        except (ValueError, TypeError, AttributeError, KeyError):
+            pass  # a broken entry: built again
+    data = build()
+    result = use(data)
+    remember(kind, json.dumps(data, sort_keys=True), *parts)
+    return result

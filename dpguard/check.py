@@ -145,8 +145,9 @@ def judge(manifest: Manifest, policies: Policies) -> tuple[Outcome, Plan]:
 
 def planned_facts(plan: Plan, outcome: Outcome, policies: Policies) -> dict[str, Any]:
     """What the planner found, as facts (policy.facts.PLANNED): feasibility and its reason, the
-    schedule it recommends and, at the proposal's P and M, that schedule's bubble and
-    GPU-hours, so ADV003 compares a proposal with what dpguard would actually run."""
+    schedule it recommends, the plan's bubble and GPU-hours and what it saves over the proposal
+    (both priced by the step-time model), so ADV003 compares a proposal with what dpguard would
+    actually run."""
 
     feasible = plan.status != "infeasible"
     recommended = plan.schedule if feasible else None

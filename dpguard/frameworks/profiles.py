@@ -13,7 +13,6 @@ dpguard's own broken data: `ConfigError`, exit 2.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -86,16 +85,18 @@ def load_profiles() -> Mapping[str, Profile]:
     )
     texts = [resources.read_text(PACKAGE, f"{FOLDER}/{name}") for name in files]
     # Parsing and checking them costs ~10 ms a process: the checked data is remembered as JSON
-    # under the digest of these very files and their schema (dpguard.cache), which a reader
-    # only takes whole (an entry that does not parse is built again)
+    # under the digest of these very files and their schema (dpguard.cache.remembered_json)
     key = (resources.schema_text(SCHEMA_FILE).encode(), *(t.encode() for t in texts))
-    remembered = user_cache.recall("profiles", *key)
-    if remembered is not None:
-        try:
-            cached = {name: (where, data) for name, (where, data) in json.loads(remembered).items()}
-            return _assembled(cached)
-        except (ValueError, TypeError, AttributeError, KeyError):
-            pass  # a broken entry: built again from the files
+    return user_cache.remembered_json(
+        "profiles",
+        key,
+        lambda: _checked(files, texts),
+        lambda raw: _assembled({name: (where, data) for name, (where, data) in raw.items()}),
+    )
+
+
+def _checked(files: list[str], texts: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Each profile's checked data by name, with the file it came from."""
     raw: dict[str, tuple[str, dict[str, Any]]] = {}
     for entry, text in zip(files, texts, strict=True):
         where = f"policies/{FOLDER}/{entry}"
@@ -104,9 +105,7 @@ def load_profiles() -> Mapping[str, Profile]:
         if name in raw:
             raise ConfigError(f"profile {name!r} is defined twice", where)
         raw[name] = (where, data)
-    profiles = _assembled(raw)
-    user_cache.remember("profiles", json.dumps(raw, sort_keys=True), *key)
-    return profiles
+    return raw
 
 
 def _assembled(raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Mapping[str, Profile]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from dpguard import cache as user_cache
 from dpguard import resources
 from dpguard.errors import ConfigError
 
@@ -22,8 +23,16 @@ SCHEMA_FILE = "performance.schema.json"
 
 @cache
 def load() -> Mapping[str, Any]:
-    """The model's constants, once per process (~1 ms: one small file)."""
+    """The model's constants, once per process. Parsing and checking them costs ~9 ms, which
+    every `review` would pay: the checked data is remembered as JSON under the digest of the
+    file and its schema (dpguard.cache.remembered_json), as the framework profiles are."""
     text = resources.read_text("dpguard.policies", FILE)
+    key = (resources.schema_text(SCHEMA_FILE).encode(), text.encode())
+    return user_cache.remembered_json("performance", key, lambda: _checked(text), MappingProxyType)
+
+
+def _checked(text: str) -> dict[str, Any]:
+    """The file's data, checked against its schema; ConfigError (exit 2) at the problem."""
     where = f"policies/{FILE}"
     try:
         data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -40,7 +49,7 @@ def load() -> Mapping[str, Any]:
     if errors:
         path = ".".join(map(str, errors[0].absolute_path)) or "(top level)"
         raise ConfigError(f"{path}: {errors[0].message}", where)
-    return MappingProxyType(data)
+    return dict(data)
 
 
 def by_family(table: Mapping[str, Any], family: str, precision: str) -> tuple[float, bool]:

@@ -137,7 +137,6 @@ class MissingHardware(ValueError):
 def hardware(cluster: Any, precision: str, d: Mapping[str, Any]) -> Hardware:
     """The achieved rates of `cluster`'s accelerator for a run in `precision`."""
     notes: list[str] = []
-    gemm_precision = "fp8" if precision == "fp8" else precision
     missing = [
         name
         for name, value in (
@@ -152,7 +151,7 @@ def hardware(cluster: Any, precision: str, d: Mapping[str, Any]) -> Hardware:
         )
     bf16_peak = cluster.peak_tflops_bf16 * TFLOPS
     peak = bf16_peak * (float(d["gemm"]["fp8_peak_ratio"]) if precision == "fp8" else 1.0)
-    gemm_share, known = perf_data.by_family(d["gemm"]["peak_share"], cluster.family, gemm_precision)
+    gemm_share, known = perf_data.by_family(d["gemm"]["peak_share"], cluster.family, precision)
     attn_share, _ = perf_data.by_family(d["attention"]["peak_share"], cluster.family, "bf16")
     if not known:
         notes.append(

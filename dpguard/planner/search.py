@@ -285,23 +285,22 @@ def _fitting_pipelines(
     return even + uneven
 
 
-def step_time(manifest: Manifest, c: Candidate) -> float:
-    """The step-time model's seconds for a candidate (dpguard.perf): what the planner minimises
-    (at a fixed GPU count and token budget, GPU-hours are proportional to it). A custom
-    accelerator without the bandwidths the model needs is ranked by its closed-form bubble."""
-    p = perf.predicted(manifest, c.strategy, c.micro_batch_size)
-    return p.step_time_s if p else sizing.estimated_bubble(c.strategy, _BUBBLE_ONLY)
-
-
 def _fastest(
     manifest: Manifest, fitting: list[Candidate], settings: Mapping[str, Any]
 ) -> Candidate:
-    """The fastest step; among layouts within the policy's `step_time_tolerance` of it (closer
-    than the model can tell apart: no calibrated sweep trades tensor against pipeline size),
-    the practitioners' rule (Narayanan et al. 2021, arXiv 2104.04473 §3.3, takeaway 1: tensor
-    parallelism up to the scale-up domain, then as shallow a pipeline as fits): the shallower
-    pipeline, then the smaller tensor size, then the fewer chunks per rank."""
-    times = [step_time(manifest, c) for c in fitting]
+    """The fastest step by the step-time model (dpguard.perf; at a fixed GPU count and token
+    budget GPU-hours are proportional to it); among layouts within the policy's
+    `step_time_tolerance` of it (closer than the model can tell apart: no calibrated sweep
+    trades tensor against pipeline size), the practitioners' rule (Narayanan et al. 2021, arXiv
+    2104.04473 §3.3, takeaway 1: tensor parallelism up to the scale-up domain, then as shallow
+    a pipeline as fits): the shallower pipeline, then the smaller tensor size, then the fewer
+    chunks per rank. A custom accelerator without the bandwidths the model needs has no
+    prediction for any layout: its layouts are ranked by their closed-form bubble instead."""
+    predictions = [perf.predicted(manifest, c.strategy, c.micro_batch_size) for c in fitting]
+    times = [
+        p.step_time_s if p else sizing.estimated_bubble(c.strategy, settings)
+        for c, p in zip(fitting, predictions, strict=True)
+    ]
     best = min(times)
     tolerance = float(settings["planner"].get("step_time_tolerance", 0.0))
     close = [c for c, s in zip(fitting, times, strict=True) if s <= best * (1 + tolerance)]
@@ -309,10 +308,6 @@ def _fastest(
         close,
         key=lambda c: (c.strategy.pipeline, c.strategy.tensor, c.strategy.virtual_stages),
     )
-
-
-# op-time ratios for ranking by the bubble alone (the 6ND split of policies/planner.yaml)
-_BUBBLE_ONLY = {"op_time_ratios": {"backward": 2.0, "weight": 1.0, "overlapped": 3.0}}
 
 
 def _search_layout(
