@@ -1,0 +1,74 @@
+"""What review reports, file by file, on the tests' corpus and 600 realistic manifests: the
+guard of every change that makes review cheaper (issue 28: "the findings must not change", and
+a cut in the search that changes a plan is a bug).
+
+The golden (tests/golden/review-equivalence.json) holds, per file, its findings and its decision
+line (the plan's schedule, P, M, T, EP, bubble and GPU-hours saved), written by the code before
+the review-cost work. A change that is meant to move a number rewrites it with
+DPGUARD_UPDATE_GOLDEN=1, and the diff shows every file it moved."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpguard.catalog import Catalog, load_catalog
+from dpguard.check import check_file
+from dpguard.policy.load import load_policies
+from dpguard.policy.model import Policies
+from dpguard.reporters.model import decision_line
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden" / "review-equivalence.json"
+FRAMEWORK_CONFIGS = ROOT / "tests" / "data" / "frameworks"
+COUNT = 600  # the published-run manifests and examples (about 200), then variants of them
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from corpus import write_realistic
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    written = write_realistic(tmp_path_factory.mktemp("realistic"), COUNT)
+    configs = sorted(
+        p
+        for p in FRAMEWORK_CONFIGS.rglob("*")
+        if p.is_file()
+        and p.suffix in (".sh", ".toml", ".json", ".yaml")
+        and p.name != "expected.yaml"
+    )
+    return [*written, *configs, ROOT / "tests" / "data" / "impossible.yaml"]
+
+
+def _name(path: Path) -> str:
+    return path.name if not path.is_relative_to(ROOT) else str(path.relative_to(ROOT))
+
+
+def _lines(path: Path, catalog: Catalog, policies: Policies) -> list[str]:
+    result = check_file(str(path), catalog, policies)
+    base = str(path.parent) + os.sep
+    lines = [f.format() for f in result.findings]
+    decision = decision_line(result)
+    if decision:
+        lines.append(decision)
+    return [line.replace(base, "") for line in lines]
+
+
+def test_review_reports_what_it_reported_before(corpus: list[Path]) -> None:
+    catalog, policies = load_catalog(), load_policies()
+    seen = {_name(p): _lines(p, catalog, policies) for p in corpus}
+    if os.environ.get("DPGUARD_UPDATE_GOLDEN"):
+        GOLDEN.write_text(json.dumps(seen, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+    expected = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    moved = sorted(
+        name for name in expected.keys() | seen.keys() if expected.get(name) != seen.get(name)
+    )
+    assert not moved, f"{len(moved)} files report differently, first {moved[:5]}: " + "\n".join(
+        f"{name}\n  was: {expected.get(name)}\n  now: {seen.get(name)}" for name in moved[:3]
+    )
