@@ -64,13 +64,10 @@ class Plan:
     efficiency: float
     op_times: Mapping[str, float]  # seconds per chunk: forward, backward, weight, overlapped
     kernel: Kernel
-    rollback_to: str | None
     rollback_threshold: float | None  # aggregate utilisation %, below which to roll back
     expected_utilization: float | None
-    plan_findings: tuple[Any, ...]  # rejects and refusals of the policies on the plan's layout
     notes: tuple[str, ...]
     training_changes: tuple[str, ...] = ()  # training settings the plan switches (`key: value`)
-    plan_warnings: tuple[Any, ...] = ()  # warnings the policies give the plan's own layout
     training_settings: tuple[tuple[str, Any], ...] = ()  # the same changes as Training fields
     strategy: sizing.Strategy | None = None  # the plan's layout (None: infeasible)
     # the step-time model's prediction for the plan's layout and for the proposal's (None where
@@ -81,13 +78,61 @@ class Plan:
     # pipeline, fastest first: filled by `planner.alternatives.with_alternatives` for the pages
     # that show them (`plan`), not for `review`'s findings
     alternatives: tuple[perf.Prediction, ...] = ()
-    rollback_performance: perf.Prediction | None = None  # the simpler schedule's, same layout
+    # the policy's simpler schedule to roll back to (settings.rollback.simpler), if any
+    simpler: str | None = None
     # the stated framework whose profile does not run the decision table's schedule
     excluded_by: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    policies: Policies | None = field(default=None, repr=False, compare=False)
+    # What only a page shows (the schedule table, the policies' verdict on the plan's own
+    # layout, the rollback target's prediction) is computed on first use: `review` reports
+    # none of it, and the policy evaluation alone was a fifth of a review's cost.
     _simulated: dict[str, ScheduleNumbers] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _judged: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+    _fallback: list[perf.Prediction | None] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+
+    def _verdict(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        if not self._judged:
+            c, schedule = self.strategy, self.schedule
+            judged: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())
+            if c is not None and schedule and self.policies is not None:
+                judged = _judge(self.policies, self.manifest, c, self.micro_batch_size, schedule)
+            self._judged.append(judged)
+        return self._judged[0]
+
+    @property
+    def plan_findings(self) -> tuple[Any, ...]:
+        """The rejects and refusals of the policies on the plan's own layout."""
+        return self._verdict()[0]
+
+    @property
+    def plan_warnings(self) -> tuple[Any, ...]:
+        """The warnings the policies give the plan's own layout."""
+        return self._verdict()[1]
+
+    @property
+    def rollback_performance(self) -> perf.Prediction | None:
+        """The simpler schedule's prediction at the plan's layout."""
+        if not self._fallback:
+            fallback = None
+            if self.simpler is not None and self.strategy is not None:
+                s = replace(self.strategy, schedule=self.simpler)
+                fallback = predicted(self.manifest, s, self.micro_batch_size)
+            self._fallback.append(fallback)
+        return self._fallback[0]
+
+    @property
+    def rollback_to(self) -> str | None:
+        """The schedule to roll back to when the trigger fires (None: no trigger)."""
+        if self.rollback_threshold is None or self.rollback_performance is None:
+            return None
+        return self.simpler
 
     def numbers(self, schedule: str | None) -> ScheduleNumbers | None:
         """One schedule at the plan's P and M, simulated on first use: `review` needs only the
@@ -322,14 +367,8 @@ def make_plan(
         if c and schedule in SCHEDULES
         else None
     )
-    judged = (
-        _judge(policies, manifest, c.strategy, c.micro_batch_size, schedule)
-        if c and schedule
-        else ((), ())
-    )
     simpler = settings["rollback"]["simpler"].get(schedule) if schedule else None
     performance = predicted(manifest, c.strategy, c.micro_batch_size) if c else None
-    fallback = None
     threshold = expected = None
     if performance is not None and chosen and chosen.bubble is not None:
         # The user's metric, aggregate GPU utilisation, read as model-FLOPs utilisation from the
@@ -337,10 +376,6 @@ def make_plan(
         # MFU; below the low end of its calibrated band the plan's premise does not hold.
         expected = 100 * performance.mfu
         threshold = expected * performance.low / performance.tokens_per_s_per_gpu
-        if simpler is not None and c is not None:
-            fallback = predicted(
-                manifest, replace(c.strategy, schedule=simpler), c.micro_batch_size
-            )
     return Plan(
         manifest=manifest,
         outcome=outcome,
@@ -361,20 +396,18 @@ def make_plan(
         kernel=_kernel(manifest, c.strategy.tensor, c.strategy.expert, settings)
         if c
         else Kernel("none", "", ""),
-        rollback_to=simpler if threshold is not None and fallback is not None else None,
         rollback_threshold=threshold,
         expected_utilization=expected,
-        plan_findings=judged[0],
         notes=tuple(notes),
         training_changes=result.changes,
-        plan_warnings=judged[1],
         training_settings=result.training,
         strategy=c.strategy if c else None,
         excluded_by=excluded_by,
         performance=performance,
         proposal_performance=_proposal_performance(manifest, outcome),
-        rollback_performance=fallback,
+        simpler=simpler,
         settings=settings,
+        policies=policies,
     )
 
 
