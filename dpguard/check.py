@@ -46,10 +46,12 @@ def check_file(
     catalog: Catalog | None = None,
     policies: Policies | None = None,
     defaults: Sequence[SourceDoc] = (),
+    plan_shown: bool = True,
 ) -> FileResult:
     """Raises InputError (missing file, directory); everything else is a finding. Policies
     judge only manifests that passed the schema and cross-field checks. `defaults` fill what
-    a framework config cannot say (.dpguard.yaml ``defaults:`` matching this file)."""
+    a framework config cannot say (.dpguard.yaml ``defaults:`` matching this file). Without
+    `plan_shown` the result carries no plan (`judge_unplanned`)."""
     catalog = catalog or load_catalog()
     try:
         doc, fmt, found, facts = load_any(path, defaults)
@@ -76,7 +78,10 @@ def check_file(
     )
     if policies is None:
         return FileResult(path, tuple(sorted(warnings)), manifest, source_format=fmt)
-    outcome, plan = judge(manifest, policies)
+    if plan_shown:
+        outcome, plan = judge(manifest, policies)
+    else:
+        outcome, plan = judge_unplanned(manifest, policies), None
     return FileResult(
         path, tuple(sorted(warnings + outcome.findings)), manifest, outcome, plan, fmt
     )
@@ -140,39 +145,80 @@ def judge(manifest: Manifest, policies: Policies) -> tuple[Outcome, Plan]:
 
     outcome = evaluate(policies, manifest, manifest_facts(manifest))
     plan = make_plan(manifest, outcome, policies)
-    return judge_planned(policies, manifest, outcome, planned_facts(plan, outcome, policies)), plan
+    return judge_planned(policies, manifest, outcome, planned_facts(plan, outcome)), plan
 
 
-def planned_facts(plan: Plan, outcome: Outcome, policies: Policies) -> dict[str, Any]:
+def judge_unplanned(manifest: Manifest, policies: Policies) -> Outcome:
+    """`judge`'s verdict for an output that prints no plan (the hook's --quiet, SARIF, JUnit):
+    feasibility and the schedule come from the first layout that fits, and the planner's full
+    search runs only if a rule reads the plan's numbers (ADV003's GPU-hours)."""
+    from dpguard.planner.plan import make_plan, recommended_schedule
+    from dpguard.policy.engine import LazyFacts, evaluate, judge_planned
+    from dpguard.policy.facts import manifest_facts
+
+    outcome = evaluate(policies, manifest, manifest_facts(manifest))
+    recommended = recommended_schedule(manifest, outcome, policies)
+    if recommended is None:  # the reason needs the plan's notes; the search is remembered
+        plan = make_plan(manifest, outcome, policies)
+        return judge_planned(policies, manifest, outcome, planned_facts(plan, outcome))
+    lazy = LazyFacts(
+        _outline_facts(manifest, outcome, recommended, None),
+        _NUMBERS,
+        lambda: planned_facts(make_plan(manifest, outcome, policies), outcome),
+    )
+    return judge_planned(policies, manifest, outcome, lazy)
+
+
+# the planned facts that need the plan's and the proposal's predictions
+_NUMBERS = frozenset(
+    (
+        "plan.recommended_bubble",
+        "plan.recommended_gpu_hours",
+        "plan.recommended_saving_gpu_hours",
+    )
+)
+
+
+def _outline_facts(
+    manifest: Manifest, outcome: Outcome, recommended: str | None, reason: str | None
+) -> dict[str, Any]:
+    """The planned facts that feasibility and the recommended schedule decide (None: nothing is
+    feasible, for `reason`); the numbers unset."""
+    facts: dict[str, Any] = {
+        "plan.feasible": recommended is not None,
+        "plan.infeasible_reason": reason,
+        "plan.recommended_schedule": recommended,
+        "plan.proposal_recommended": None,
+        **dict.fromkeys(_NUMBERS),
+    }
+    p = manifest.parallelism
+    proposed = p.schedule if p is not None else None
+    if proposed is not None and recommended is not None:
+        decision = outcome.decision
+        facts["plan.proposal_recommended"] = proposed == recommended or bool(
+            decision and proposed in decision.acceptable
+        )
+    return facts
+
+
+def planned_facts(plan: Plan, outcome: Outcome) -> dict[str, Any]:
     """What the planner found, as facts (policy.facts.PLANNED): feasibility and its reason, the
     schedule it recommends, the plan's bubble and GPU-hours and what it saves over the proposal
     (both priced by the step-time model), so ADV003 compares a proposal with what dpguard would
     actually run."""
-
     feasible = plan.status != "infeasible"
-    recommended = plan.schedule if feasible else None
-    facts: dict[str, Any] = {
-        "plan.feasible": feasible,
-        "plan.infeasible_reason": None if feasible else "; ".join(plan.notes),
-        "plan.recommended_schedule": recommended,
-        "plan.proposal_recommended": None,
-        "plan.recommended_bubble": None,
-        "plan.recommended_gpu_hours": None,
-        "plan.recommended_saving_gpu_hours": None,
-    }
-    p = plan.manifest.parallelism
-    proposed = p.schedule if p is not None else None
-    if p is None or proposed is None or recommended is None:
-        return facts
-    decision = outcome.decision
-    facts["plan.proposal_recommended"] = proposed == recommended or bool(
-        decision and proposed in decision.acceptable
+    facts = _outline_facts(
+        plan.manifest,
+        outcome,
+        plan.schedule if feasible else None,
+        None if feasible else "; ".join(plan.notes),
     )
+    p = plan.manifest.parallelism
     # the proposal against dpguard's plan, both priced by the step-time model at the same
     # cluster and budget (the plan is the best layout of the recommended schedule; never a
     # strawman at the proposal's own P and M)
     ours, theirs = plan.performance, plan.proposal_performance
-    if ours is not None and theirs is not None and p.pipeline > 1:
+    if facts["plan.proposal_recommended"] is not None and ours and theirs and p and p.pipeline > 1:
         facts["plan.recommended_bubble"] = ours.bubble
         facts["plan.recommended_gpu_hours"] = ours.gpu_hours
         facts["plan.recommended_saving_gpu_hours"] = theirs.gpu_hours - ours.gpu_hours

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
 from dpguard.catalog import Catalog
@@ -213,6 +214,19 @@ class Manifest:
         path = _split(dotted)
         return (self.source.file(path), *self.source.position(path))
 
+    @cached_property
+    def content(self) -> ContentKey:
+        """What the planner and the models read, without where it came from: the same run
+        written in two files (a repository's copies, a batch cycling through a few configs) has
+        one key, so a review computes each search and prediction once per call. Equality leaves
+        out the file, the name and the written keys; the key adds which keys were written (a
+        written micro-batch size is fixed, a default one is the planner's to choose) and the
+        overlap table."""
+        anonymous = replace(self, path="", name="", owner=None, description=None)
+        return ContentKey(
+            (anonymous, frozenset(self.source.keys), tuple(sorted(self.runtime.overlap.items())))
+        )
+
     @property
     def tensor_domain(self) -> int:
         """The most GPUs a tensor-parallel group may span: the node, or a scale-up fabric that
@@ -231,6 +245,26 @@ class Manifest:
             if f.name not in ("source", "path", "source_format", "framework", "labels")
             for value in (getattr(self, f.name),)
         }
+
+
+class ContentKey:
+    """A hashable key whose hash is computed once (a manifest's hash walks every field)."""
+
+    __slots__ = ("_hash", "_value")
+
+    def __init__(self, value: tuple[Any, ...]) -> None:
+        self._value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, ContentKey)
+            and self._hash == other._hash
+            and self._value == other._value
+        )
 
 
 def _plain(items: list[tuple[str, Any]]) -> dict[str, Any]:

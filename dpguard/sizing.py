@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from dpguard import compute, memory
 from dpguard.frameworks import profiles
 from dpguard.manifest import Manifest, Runtime, build_runtime, format_quantity
+from dpguard.memo import PerSettings
 from dpguard.schedules import SCHEDULES, OpTimes, check, simulate
 from dpguard.schedules.inflight import inflight
 
@@ -313,6 +314,9 @@ def parallel_degrees(manifest: Manifest, s: Strategy) -> memory.ParallelDegrees:
     )
 
 
+_SIZED: PerSettings[memory.MemoryEstimate | None] = PerSettings(1024)
+
+
 def stage_memory(
     manifest: Manifest,
     s: Strategy,
@@ -323,7 +327,24 @@ def stage_memory(
     """Memory of every pipeline rank under `s` (None when the schedule rejects the strategy).
     With `span` (a verdict, not the planner's search), a manifest that names no framework gets
     the band of every framework profile: each rank's low bound is the lowest of any profile's,
-    its high bound the highest, the central estimate the default profile's."""
+    its high bound the highest, the central estimate the default profile's. Remembered within
+    the call (dpguard.memo): the verdict, its remedies and the search size the same layouts."""
+    return _SIZED.get(
+        settings,
+        (manifest.content, s, training, span),
+        lambda: estimate_stages(manifest, s, settings, training, span),
+    )
+
+
+def estimate_stages(
+    manifest: Manifest,
+    s: Strategy,
+    settings: Mapping[str, Any],
+    training: memory.TrainingSetup | None = None,
+    span: bool = False,
+) -> memory.MemoryEstimate | None:
+    """`stage_memory`, not remembered: for the layout search, which remembers its own (and
+    is itself remembered whole)."""
     layout = pipeline_layout(s)
     if layout is None:
         return None

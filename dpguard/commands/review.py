@@ -15,6 +15,10 @@ HELP = "check training manifests (many files per call, as pre-commit passes them
 # that building the command line does not import every renderer, and with them the checker,
 # for commands that never write a review report.
 FORMATS = ("text", "json", "sarif", "junit", "github", "markdown")
+# The reports that print each file's plan (the decision line, the plan data, the PR comment's
+# plan): for the others (the hook's --quiet, SARIF, JUnit) review runs the planner's full search
+# only where a rule reads its numbers (check.judge).
+SHOWS_PLAN = frozenset(("text", "json", "github", "markdown"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,13 +114,14 @@ def run(args: argparse.Namespace) -> int:
     judge_of, here = judges(paths, args.policy, args.config, args.fail_on, today)
     used: dict[str, set[int]] = {}
     catalog = load_catalog()
+    plan_shown = args.format in SHOWS_PLAN and not (args.quiet and args.format == "text")
     results: list[FileResult] = []
     unreadable: list[tuple[str, str]] = []
     for path in paths:
         judge = judge_of[path]
         cfg = judge.config
         try:
-            result = check_file(path, catalog, judge.policies, cfg.defaults_for(path))
+            result = check_file(path, catalog, judge.policies, cfg.defaults_for(path), plan_shown)
             if judge.waivers is not None:
                 findings, hits = judge.waivers.apply(result.findings)
                 used.setdefault(cfg.path, set()).update(hits)

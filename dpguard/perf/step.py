@@ -467,9 +467,9 @@ def predicted(manifest: Manifest, s: sizing.Strategy, mbs: int) -> Prediction | 
     """The prediction for a sized strategy at micro-batch size `mbs`; None when its schedule
     cannot run it or a custom accelerator lacks a number the model needs (the callers then
     fall back to what they priced before the model, and say so). Remembered within the
-    process: the facts, the plan and its schedule table ask for the same layouts. The key adds
-    the runtime's overlap table, which manifest equality leaves out."""
-    key = (manifest, tuple(sorted(manifest.runtime.overlap.items())), s, mbs)
+    process: the facts, the plan and its schedule table ask for the same layouts, and files
+    of a batch that describe the same run (Manifest.content) share them."""
+    key = (manifest.content, s, mbs)
     if key not in _PREDICTED:
         if len(_PREDICTED) >= 512:
             _PREDICTED.clear()

@@ -311,6 +311,25 @@ def _schedule_order(
     return order, excluded_by
 
 
+def _search_space(
+    manifest: Manifest, outcome: Outcome, schedules: tuple[str, ...] | None
+) -> tuple[bool, tuple[str, ...], str | None, bool]:
+    """(whether the model fits one GPU, the schedules to search in order, the framework that
+    does not run the decision's schedule, whether a pipeline is needed)."""
+    # The policies computed it for HR004 already (sized_facts); the plan must agree with them.
+    fits_one = bool(outcome.facts["derived.model_fits_one_gpu"])
+    order, excluded_by = _schedule_order(manifest, outcome, schedules)
+    return fits_one, order, excluded_by, bool(order) and not fits_one
+
+
+def recommended_schedule(manifest: Manifest, outcome: Outcome, policies: Policies) -> str | None:
+    """The schedule `make_plan` recommends (None: nothing is feasible), from the first layout
+    that fits rather than the fastest: what a review needs when no output shows the plan."""
+    _, order, _, pipeline_needed = _search_space(manifest, outcome, None)
+    found = search(manifest, order, policies.settings, pipeline_needed, first_only=True)
+    return found.candidate.strategy.schedule if found.candidate is not None else None
+
+
 def make_plan(
     manifest: Manifest,
     outcome: Outcome,
@@ -321,9 +340,7 @@ def make_plan(
     framework's profile, or `schedules`: `plan --emit`'s)."""
     settings = policies.settings
     refused = outcome.schedule == "none"
-    # The policies computed it for HR004 already (sized_facts); the plan must agree with them.
-    fits_one = bool(outcome.facts["derived.model_fits_one_gpu"])
-    order, excluded_by = _schedule_order(manifest, outcome, schedules)
+    fits_one, order, excluded_by, pipeline_needed = _search_space(manifest, outcome, schedules)
     framework_notes = []
     if excluded_by is not None:
         # no advice the team cannot follow: the plan (and ADV003's comparison) use the best
@@ -334,7 +351,6 @@ def make_plan(
             f"run (policies/frameworks/{profile.name}.yaml: {', '.join(profile.schedules)}); "
             "planned with the best schedule it runs"
         )
-    pipeline_needed = bool(order) and not fits_one
     result = search(manifest, order, settings, pipeline_needed)
     if result.training:  # the plan switched recompute or SP: judge and price it that way
         manifest = replace(manifest, training=replace(manifest.training, **dict(result.training)))

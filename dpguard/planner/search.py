@@ -24,10 +24,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Any
 
 from dpguard import perf, sizing
 from dpguard.manifest import Manifest
+from dpguard.memo import PerSettings
 from dpguard.memory import MemoryEstimate, sharded_bytes
 from dpguard.schedules import SCHEDULES, check
 
@@ -83,9 +85,9 @@ class _Attempt:
 
     limit: float
     closest: list[tuple[float, Manifest, sizing.Strategy]]
-    # Estimates by (training settings, layout), shared by every pass: the margin pass and the
-    # usable-memory pass size the same layouts.
-    estimates: dict[tuple[Any, sizing.Strategy], MemoryEstimate | None]
+    # Estimates by (training settings, micro-batch size, layout), shared by every pass: the
+    # margin pass and the usable-memory pass size the same layouts.
+    estimates: dict[tuple[Any, int, sizing.Strategy], MemoryEstimate | None]
     # The worst rank's model states by layout (micro-batch count 1): they depend neither on the
     # micro-batch nor on the recompute and SP levers, so a layout whose states alone exceed a
     # pass's limit fits at no micro-batch size in any pass with that limit.
@@ -123,10 +125,10 @@ def _fit(
         if violations:
             violated.append(violations[0])
             continue
-        sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
-        key = (sized.training, s)
+        key = (manifest.training, mbs, s)
         if key not in attempt.estimates:
-            attempt.estimates[key] = sizing.stage_memory(sized, s, settings)
+            sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
+            attempt.estimates[key] = sizing.estimate_stages(sized, s, settings)
         estimate = attempt.estimates[key]
         if estimate is None:
             continue
@@ -137,6 +139,7 @@ def _fit(
         over = mbs if over is None else min(over, mbs)
         if smallest is None or total < smallest:
             smallest = total
+            sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
             attempt.closest.append((total, sized, s))
         attempt.floors[base] = max(r.states for r in estimate.ranks)
         hopeless = attempt.floors[base] > attempt.limit
@@ -251,10 +254,12 @@ def _fitting_pipelines(
     settings: Mapping[str, Any],
     why: list[str],
     attempt: _Attempt,
+    first_only: bool = False,
 ) -> list[Candidate]:
     """Every depth P (and interleaving depth) at which `tensor` runs and fits, for the step-time
     model to choose among; when the policy prefers even stages, the uneven splits only if no
-    even one fits (the plan then lists ADV002 with its reason)."""
+    even one fits (the plan then lists ADV002 with its reason). `first_only`: the first one
+    found, when only whether one fits matters."""
     prefer_even = bool(settings["planner"].get("even_stages", False))
     even: list[Candidate] = []
     uneven: list[Candidate] = []
@@ -278,6 +283,8 @@ def _fitting_pipelines(
             base = sizing.Strategy(schedule, tensor, pipe, ep, context, v, 1, *split)
             found = _fit(manifest, base, settings, why, attempt)
             if found is not None:
+                if first_only:
+                    return [found]
                 first = first or pipe
                 (even if is_even else uneven).append(found)
     if prefer_even:
@@ -316,8 +323,10 @@ def _search_layout(
     settings: Mapping[str, Any],
     pipeline_needed: bool,
     attempt: _Attempt,
+    first_only: bool = False,
 ) -> SearchResult:
-    """Plan for the first schedule of `schedules` that some P admits (see module docstring)."""
+    """Plan for the first schedule of `schedules` that some P admits (see module docstring);
+    `first_only`: any layout of that schedule that fits, not the fastest."""
     p = manifest.parallelism
     fixed_tensor = p is not None and ("parallelism", "tensor") in manifest.source.keys
     domain = manifest.tensor_domain
@@ -355,16 +364,18 @@ def _search_layout(
         return SearchResult(None, (*notes, f"without a pipeline nothing fits: {reason}"))
     for schedule in schedules:
         why = []
-        fitting = [
+        found_all = (
             found
             for t in tensors
             for c in contexts
             for found in _fitting_pipelines(
-                manifest, schedule, t, c, virtual, settings, why, attempt
+                manifest, schedule, t, c, virtual, settings, why, attempt, first_only
             )
-        ]
+        )
+        fitting = list(islice(found_all, 1) if first_only else found_all)
         if fitting:
-            return SearchResult(_fastest(manifest, fitting, settings), tuple(notes))
+            chosen = fitting[0] if first_only else _fastest(manifest, fitting, settings)
+            return SearchResult(chosen, tuple(notes))
         # The last reason is the deepest pipeline tried: the most telling one.
         reason = why[-1] if why else "no pipeline depth divides the GPUs"
         cap = _cap(manifest, schedule, virtual, settings)
@@ -431,11 +442,41 @@ def _describe(changes: dict[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
+_SEARCHED: PerSettings[SearchResult] = PerSettings()
+
+
 def search(
     manifest: Manifest,
     schedules: tuple[str, ...],
     settings: Mapping[str, Any],
     pipeline_needed: bool,
+    first_only: bool = False,
+) -> SearchResult:
+    """`_search`, once per call for files that describe the same run (dpguard.memo).
+    `first_only`: the first layout that fits, where only feasibility and the schedule matter
+    (they are the full search's: it stops at the same lever, margin and schedule). A search
+    that finds nothing tried every layout either way: it is the full search's result too."""
+    key = (manifest.content, schedules, pipeline_needed)
+    if first_only:
+        found = _SEARCHED.get(
+            settings,
+            (*key, True),
+            lambda: _search(manifest, schedules, settings, pipeline_needed, True),
+        )
+        if found.candidate is not None:
+            return found
+        return _SEARCHED.get(settings, key, lambda: found)
+    return _SEARCHED.get(
+        settings, key, lambda: _search(manifest, schedules, settings, pipeline_needed)
+    )
+
+
+def _search(
+    manifest: Manifest,
+    schedules: tuple[str, ...],
+    settings: Mapping[str, Any],
+    pipeline_needed: bool,
+    first_only: bool = False,
 ) -> SearchResult:
     """The layout search, first keeping the worst rank within the policy's `memory_margin` of
     usable memory, with the manifest's training settings and then each cheap lever of `levers`
@@ -452,13 +493,13 @@ def search(
     order = [(c, margin) for c in cheap] + [(c, 1.0) for c in cheap]
     order += [(c, share) for c in full for share in (margin, 1.0)]
     closest: list[tuple[float, Manifest, sizing.Strategy]] = []
-    estimates: dict[tuple[Any, sizing.Strategy], MemoryEstimate | None] = {}
+    estimates: dict[tuple[Any, int, sizing.Strategy], MemoryEstimate | None] = {}
     floors: dict[sizing.Strategy, float] = {}
     as_written: SearchResult | None = None  # why nothing fits, told against usable memory
     for changes, share in order:
         switched = replace(manifest, training=replace(manifest.training, **changes))
         attempt = _Attempt(share * usable, closest, estimates, floors)
-        found = _search_layout(switched, schedules, settings, pipeline_needed, attempt)
+        found = _search_layout(switched, schedules, settings, pipeline_needed, attempt, first_only)
         if not changes and share == 1.0:
             as_written = found
         if found.candidate is None:
@@ -492,7 +533,7 @@ def search(
         # 1F1B runs everywhere, at the least activation memory of the schedules dpguard
         # plans: the last resort when none of the policies' schedules fits at any layout
         # (ZB-H1's deferred weight passes can cost more memory than its bubble saves)
-        fallback = search(manifest, ("1f1b",), settings, pipeline_needed)
+        fallback = search(manifest, ("1f1b",), settings, pipeline_needed, first_only)
         if fallback.candidate is not None:
             notes.append(
                 f"none of the policies' schedules ({', '.join(schedules)}) fits at any "

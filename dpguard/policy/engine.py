@@ -17,7 +17,7 @@ Order, documented in docs/policies.md:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,11 +166,53 @@ def _judged(
     ]
 
 
+class LazyFacts(Mapping[str, Any]):
+    """Facts of which some (`pending`) are computed when a condition or a message first reads
+    one of them: the plan's numbers cost the planner's full search, which a review whose output
+    shows no plan needs only when a rule actually compares them (ADV003)."""
+
+    def __init__(
+        self,
+        known: Mapping[str, Any],
+        pending: frozenset[str],
+        resolve: Callable[[], Mapping[str, Any]],
+    ) -> None:
+        self._facts = {k: v for k, v in known.items() if k not in pending}
+        self._pending = pending
+        self._resolve = resolve
+
+    def over(self, base: Mapping[str, Any]) -> LazyFacts:
+        """These facts over `base`, still lazy."""
+        return LazyFacts({**base, **self._facts}, self._pending, self._resolve)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._pending:
+            resolved = self._resolve()
+            self._facts.update((k, resolved[k]) for k in self._pending)
+            self._pending = frozenset()
+        return self._facts[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._facts or key in self._pending
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._facts
+        yield from sorted(self._pending)
+
+    def __len__(self) -> int:
+        return len(self._facts) + len(self._pending)
+
+
 def judge_planned(
     policies: Policies, manifest: Manifest, outcome: Outcome, plan_facts: Mapping[str, Any]
 ) -> Outcome:
-    """`outcome` with the planner's facts added and the rules that read them judged."""
-    facts = {**outcome.facts, **plan_facts}
+    """`outcome` with the planner's facts added and the rules that read them judged (a
+    LazyFacts `plan_facts` stays lazy: its pending facts are computed only if read)."""
+    facts: Mapping[str, Any] = (
+        plan_facts.over(outcome.facts)
+        if isinstance(plan_facts, LazyFacts)
+        else {**outcome.facts, **plan_facts}
+    )
     found = _judged(policies, manifest, facts, planned=True)
     findings = tuple(sorted((*outcome.findings, *found)))
     return Outcome(outcome.decision, outcome.schedule, outcome.redirects, findings, facts)

@@ -177,7 +177,9 @@ def _roots(source: str) -> frozenset[str]:
 def render_message(source: str, facts: Mapping[str, Any], rule: Mapping[str, Any]) -> str:
     template = _compiled(source)
     roots = _roots(source)
-    context = nest({k: v for k, v in facts.items() if _parts(k)[0] in roots})
+    # by key: a fact computed on first read (engine.LazyFacts) is read only if the message
+    # names its root
+    context = nest({k: facts[k] for k in facts if _parts(k)[0] in roots})
     # A label the manifest does not write reads as none, like any unset fact.
     metadata = context.setdefault("metadata", {})
     metadata["labels"] = _Labels(metadata.get("labels", {}))
