@@ -6,17 +6,19 @@
 Run it from the repository root with dpguard installed (`pip install '.[bench]'` also installs
 check-jsonschema, the baseline). Sections:
 
-1. single file, cold process: `dpguard review FILE` and `dpguard memory FILE` against
-   `check-jsonschema --schemafile schemas/manifest.schema.json FILE`, alternating, medians and
-   the median per-pair ratio (a corpus file, and DeepSeek-V3 as published, the heaviest
-   shipped example);
-2. batch: both tools over the whole corpus in one call each, alternating;
+1. single file, cold process: `dpguard review`, `plan` and `memory` of Llama 3 405B and of
+   DeepSeek-V3 as published against `check-jsonschema --schemafile
+   schemas/manifest.schema.json FILE`, alternating, medians and the median per-pair ratio,
+   with a warm and with an empty cache directory (a fresh CI runner);
+2. review cost (bench_review.py): `review` and the hook over realistic corpora of 500 files
+   in one call, per-file cost apart from start-up, warm and cold cache, and peak RSS over
+   2,000 files, with the issue's budgets checked (`BUDGET EXCEEDED` lines);
 3. the schedule simulator for every schedule over P and M (cost against P x M);
 4. the planner's full search for a 16,384-GPU dense and a 2,048-GPU MoE manifest;
-5. peak RSS of `dpguard review` for 1 file and for the corpus;
-6. worst cases: `review` and `plan` of manifests that once took seconds (global batches of
+5. worst cases: `review` and `plan` of manifests that once took seconds (global batches of
    65,536 and 1,000,000 sequences, an infeasible model), against check-jsonschema on the same
    file, with peak RSS;
+6. `review --baseline` of 20 changed files against a plain review of them;
 7. framework configs: `review` of a Megatron script, torchtitan TOML, FlagScale and Bridge
    YAML (with a `source:` manifest) against the same run as one plain manifest.
 
@@ -45,8 +47,9 @@ sys.path.insert(0, str(HERE))  # the sibling benchmark modules, not the dpguard 
 
 import bench_diff  # noqa: E402
 import bench_frameworks  # noqa: E402
+import bench_review  # noqa: E402
 import bench_schedules  # noqa: E402
-from corpus import write_corpus  # noqa: E402
+from corpus import write_realistic  # noqa: E402
 
 
 def _tool(name: str) -> str | None:
@@ -55,30 +58,46 @@ def _tool(name: str) -> str | None:
     return str(local) if local.exists() else shutil.which(name)
 
 
-def _run(argv: list[str]) -> tuple[float, int, int, float]:
+def _run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, int, float]:
     """Wall seconds, exit code, peak RSS (KiB) and CPU seconds (user + system) of one child
-    process. CPU time is the steadier measure on a shared machine: it leaves out the time the
-    child waited for a core."""
+    process (`env` added to this one's). CPU time is the steadier measure on a shared machine:
+    it leaves out the time the child waited for a core."""
     start = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **env} if env else None,
+    )
     _pid, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - start
     child.returncode = os.waitstatus_to_exitcode(status)
     return elapsed, child.returncode, int(usage.ru_maxrss), usage.ru_utime + usage.ru_stime
 
 
-def _alternate(a: list[str], b: list[str] | None, runs: int) -> dict[str, Any]:
-    """Run a and b alternately `runs` times each (b may be missing): medians and pair ratios."""
+def _alternate(a: list[str], b: list[str] | None, runs: int, cold: bool = False) -> dict[str, Any]:
+    """Run a and b alternately `runs` times each (b may be missing): medians and pair ratios.
+    `cold`: every run of a gets an empty cache directory, as on a fresh CI runner."""
     times_a: list[float] = []
     times_b: list[float] = []
     cpu_a: list[float] = []
     cpu_b: list[float] = []
     codes: set[int] = set()
-    _run(a)  # warm the file cache for both, so neither pays for the first disk read
+
+    def run_a() -> tuple[float, int, int, float]:
+        if not cold:
+            return _run(a)
+        cache = tempfile.mkdtemp(prefix="dpguard-cold-")
+        try:
+            return _run(a, {"DPGUARD_CACHE_DIR": cache})
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+
+    run_a()  # warm the file cache for both, so neither pays for the first disk read
     if b:
         _run(b)
     for _ in range(runs):
-        seconds, code, _rss, cpu = _run(a)
+        seconds, code, _rss, cpu = run_a()
         times_a.append(seconds)
         cpu_a.append(cpu)
         codes.add(code)
@@ -89,6 +108,7 @@ def _alternate(a: list[str], b: list[str] | None, runs: int) -> dict[str, Any]:
     out: dict[str, Any] = {"runs": runs, "dpguard_median_s": statistics.median(times_a)}
     out["dpguard_exit_codes"] = sorted(codes)
     out["dpguard_median_cpu_s"] = statistics.median(cpu_a)
+    out["cache"] = "cold" if cold else "warm"
     if b:
         out["baseline_median_s"] = statistics.median(times_b)
         out["median_pair_ratio"] = statistics.median(
@@ -173,10 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny corpus and grid (for tests)")
     parser.add_argument("--files", type=int, default=500, help="batch corpus size (default 500)")
-    parser.add_argument("--runs", type=int, default=10, help="cold runs per tool (default 10)")
+    parser.add_argument(
+        "--runs", type=int, default=7, help="runs per tool and row, alternating (default 7)"
+    )
     parser.add_argument("--output", default=str(HERE / "results.json"))
     args = parser.parse_args(argv)
-    files, runs = (3, 2) if args.quick else (args.files, args.runs)
+    files, runs = (4, 1) if args.quick else (args.files, args.runs)
     dpguard, baseline = _tool("dpguard"), _tool("check-jsonschema")
     if dpguard is None:
         print("dpguard is not installed: pip install '.[bench]'", file=sys.stderr)
@@ -194,26 +216,23 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
     }
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = write_corpus(Path(tmp) / "corpus", files)
-        one = str(corpus[0])
-        base_one = [baseline, "--schemafile", schema, one] if baseline else None
-        results["single_file"] = _alternate([dpguard, "review", one], base_one, runs)
-        results["memory_single_file"] = _alternate([dpguard, "memory", one], base_one, runs)
+        # single files: the Llama 3 405B manifest as published and DeepSeek-V3 as published,
+        # warm and cold cache
+        one = str(ROOT / "examples" / "large-dense.yaml")
         frontier = str(ROOT / "examples" / "frontier-moe.yaml")
-        base_frontier = [baseline, "--schemafile", schema, frontier] if baseline else None
-        results["frontier_review"] = _alternate([dpguard, "review", frontier], base_frontier, runs)
-        results["frontier_memory"] = _alternate([dpguard, "memory", frontier], base_frontier, runs)
-        every = [str(p) for p in corpus]
-        base_all = [baseline, "--schemafile", schema, *every] if baseline else None
-        batch_runs = 2 if args.quick else 5
-        results["batch"] = {
-            "files": files,
-            **_alternate([dpguard, "review", *every], base_all, batch_runs),
-        }
-        results["peak_rss_kib"] = {
-            "one_file": _run([dpguard, "review", one])[2],
-            f"{files}_files": _run([dpguard, "review", *every])[2],
-        }
+        single: dict[str, Any] = {}
+        for name, path in (("405B", one), ("DeepSeek-V3", frontier)):
+            base = [baseline, "--schemafile", schema, path] if baseline else None
+            for command in ("review", "plan", "memory"):
+                for cold in (False, True):
+                    key = f"{command} {name}, {'cold' if cold else 'warm'} cache"
+                    single[key] = _alternate([dpguard, command, path], base, runs, cold)
+        results["single_file"] = single
+        if baseline is not None:
+            results["review_cost"] = bench_review.measure(
+                Path(tmp) / "review-cost", dpguard, baseline, schema, files, runs, _run
+            )
+        corpus = write_realistic(Path(tmp) / "corpus", max(files, 20))
         results["planner"] = _planner(Path(tmp))
         results["stress"] = _stress(Path(tmp), dpguard, baseline, schema, runs)
         results["review_baseline"] = bench_diff.measure(
@@ -242,13 +261,10 @@ def _print(r: dict[str, Any]) -> None:
             f"{section['median_pair_cpu_ratio']:.2f})"
         )
 
-    s, b = r["single_file"], r["batch"]
-    print(f"single file (cold): dpguard {s['dpguard_median_s'] * 1e3:.0f} ms; {ratio(s)}")
-    for key in ("memory_single_file", "frontier_review", "frontier_memory"):
-        x = r[key]
-        print(f"{key.replace('_', ' ')}: dpguard {x['dpguard_median_s'] * 1e3:.0f} ms; {ratio(x)}")
-    print(f"batch {b['files']} files: dpguard {b['dpguard_median_s'] * 1e3:.0f} ms; {ratio(b)}")
-    print("peak RSS: " + ", ".join(f"{k} {v / 1024:.1f} MiB" for k, v in r["peak_rss_kib"].items()))
+    for key, x in r["single_file"].items():
+        print(f"{key}: dpguard {x['dpguard_median_s'] * 1e3:.0f} ms; {ratio(x)}")
+    if "review_cost" in r:
+        bench_review.print_rows(r["review_cost"])
     for key, x in r["stress"].items():
         rss = x["peak_rss_kib"] / 1024
         print(f"{key}: dpguard {x['dpguard_median_s'] * 1e3:.0f} ms, {rss:.1f} MiB; {ratio(x)}")
@@ -277,6 +293,9 @@ def _print(r: dict[str, Any]) -> None:
     )
     for name, seconds in r.get("simulator_targets", {}).items():
         print(f"{name}: {seconds:.3f}")
+    if "review_cost" in r:
+        for line in bench_review.budget_lines(r["review_cost"], r["single_file"]):
+            print(line)
 
 
 if __name__ == "__main__":
