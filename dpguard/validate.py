@@ -60,8 +60,8 @@ def _validator() -> Any:
 
     schema = resources.schema(SCHEMA_FILE)
     # Checking the schema against its metaschema costs ~35 ms a process: done once per schema.
-    checked = dpguard_cache.marker("valid-schemas", resources.schema_text(SCHEMA_FILE).encode())
-    if not dpguard_cache.vouched(checked):
+    checked = ("valid-schemas", resources.schema_text(SCHEMA_FILE).encode())
+    if not dpguard_cache.vouched(*checked):
         try:  # a broken schema is dpguard's own file: exit 2, not an internal error mid-review
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:
@@ -69,7 +69,7 @@ def _validator() -> Any:
             raise ConfigError(
                 f"not a valid JSON Schema at {where}: {exc.message}", SCHEMA_PATH
             ) from None
-        dpguard_cache.vouch(checked)
+        dpguard_cache.vouch(*checked)
     strict = Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer)
     validator = validators.extend(Draft202012Validator, type_checker=strict)
     return validator(schema)

@@ -66,8 +66,10 @@ def test_without_a_usable_cache_everything_still_works(tmp_path, monkeypatch):
 
 
 def test_the_schema_is_checked_against_its_metaschema_once(directory, monkeypatch):
+    """Where the shipped record does not vouch for the installed schema (an edited install)."""
     from jsonschema import Draft202012Validator
 
+    monkeypatch.setattr(cache, "_shipped", dict)
     validate._validator()
     assert len(list((directory / "valid-schemas").iterdir())) == 1
     validate._validator.cache_clear()
@@ -84,3 +86,52 @@ def test_page_templates_are_compiled_once(directory, monkeypatch):
     again = _environment(None)
     monkeypatch.setattr(again, "compile", _refuse)
     assert again.get_template("plan.md.j2").render is not None
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "dpguard" / "data" / "shipped-checks.json"
+
+
+def test_the_shipped_record_vouches_for_exactly_the_shipped_files():
+    """dpguard/data/shipped-checks.json is what checking every shipped file proves, computed
+    again here in a fresh process with no cache: a policy, schema, profile or model edited
+    without it fails this test (DPGUARD_UPDATE_GOLDEN=1 rewrites it), and an installed file
+    whose bytes differ from the record is simply checked again at run time."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json; from dpguard import cache; "
+            "print(json.dumps(cache.shipped_record(), indent=1, sort_keys=True))",
+        ],
+        env={**os.environ, "DPGUARD_CACHE_DIR": ""},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    if os.environ.get("DPGUARD_UPDATE_GOLDEN"):
+        SHIPPED.write_text(done.stdout, encoding="utf-8")
+    record = json.loads(done.stdout)
+    assert set(record) == set(cache.SHIPPED_KINDS)
+    assert SHIPPED.read_text(encoding="utf-8") == done.stdout, (
+        "the shipped record is stale: DPGUARD_UPDATE_GOLDEN=1 pytest tests/test_cache.py"
+    )
+
+
+def test_a_file_the_record_vouches_for_is_not_checked_again(monkeypatch):
+    """A fresh runner (no per-user cache) trusts the shipped record, and only for the exact
+    bytes it names."""
+    from jsonschema import Draft202012Validator
+
+    monkeypatch.setenv("DPGUARD_CACHE_DIR", "")
+    validate._validator.cache_clear()
+    monkeypatch.setattr(Draft202012Validator, "check_schema", _refuse)
+    try:
+        assert validate._validator() is not None
+        assert cache.vouched("valid-schemas", b"a schema the record never saw") is False
+    finally:
+        validate._validator.cache_clear()

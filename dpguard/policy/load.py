@@ -106,13 +106,11 @@ def _rule(
     return rule, problems
 
 
-def _validated_marker(raw: bytes) -> FsPath | None:
-    """Where this dpguard records that these exact policy bytes loaded without a problem, so
+def _validated_key(raw: bytes) -> tuple[str, bytes, bytes]:
+    """The cache entry that records that these exact policy bytes loaded without a problem, so
     that later processes skip the schema validation and the message-template lint (~60 ms).
     Keyed by the policy schema and the file's bytes: any change revalidates."""
-    return dpguard_cache.marker(
-        "validated-policies", resources.schema_text(SCHEMA_FILE).encode(), raw
-    )
+    return ("validated-policies", resources.schema_text(SCHEMA_FILE).encode(), raw)
 
 
 def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
@@ -122,8 +120,8 @@ def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
         raw = FsPath(path).read_bytes()
     except YamlLoadError as exc:
         return None, [f"{path}:{exc.position.line}:{exc.position.col}: {exc.message}"]
-    marker = _validated_marker(raw)
-    trusted = dpguard_cache.vouched(marker)
+    validated = _validated_key(raw)
+    trusted = dpguard_cache.vouched(*validated)
     problems = [] if trusted else _schema_problems(doc)
     if problems:
         return None, problems
@@ -174,7 +172,7 @@ def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
         settings={k: v for k, v in settings.items() if k not in ("disable", "max_waiver_days")},
     )
     if not trusted and not problems:
-        dpguard_cache.vouch(marker)
+        dpguard_cache.vouch(*validated)
     return policy_set, problems
 
 
