@@ -36,6 +36,16 @@ class FileResult:
     config: str = ""  # the config file that judged it ("" when none)
     judged_by: Policies | None = None  # that config's layered stack
     fail_on: str | None = None  # that config's fail_on (or --fail-on); None: the report's
+    # Set by reporters.model.released, for the reports that print only findings and the
+    # decision line: the manifest, verdict and plan are dropped as each file is judged (flat
+    # memory over a batch), what those reports read of them kept here.
+    released: bool = False
+    decision: Finding | None = None  # the decision line, as an info finding
+    valid: bool = False  # the file passed the schema and cross-field checks
+
+    @property
+    def passed_schema(self) -> bool:
+        return self.valid if self.released else self.manifest is not None
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity is severity and not f.waived)

@@ -19,6 +19,9 @@ FORMATS = ("text", "json", "sarif", "junit", "github", "markdown")
 # plan): for the others (the hook's --quiet, SARIF, JUnit) review runs the planner's full search
 # only where a rule reads its numbers (check.judge).
 SHOWS_PLAN = frozenset(("text", "json", "github", "markdown"))
+# The reports that print only findings and each file's decision line: the manifest, verdict
+# and plan of a file are released as soon as it is judged (reporters.model.released).
+LINES_ONLY = frozenset(("text", "github", "sarif", "junit"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.errors import InputError
     from dpguard.exitcodes import ExitCode
     from dpguard.reporters import Report, emit, render, write_atomic
+    from dpguard.reporters.model import released
 
     today = args.date or dt.date.today()
     from dpguard.commands._files import expand
@@ -126,9 +130,10 @@ def run(args: argparse.Namespace) -> int:
                 findings, hits = judge.waivers.apply(result.findings)
                 used.setdefault(cfg.path, set()).update(hits)
                 result = replace(result, findings=findings)
-            results.append(
-                replace(result, config=cfg.path, judged_by=judge.policies, fail_on=judge.fail_on)
+            result = replace(
+                result, config=cfg.path, judged_by=judge.policies, fail_on=judge.fail_on
             )
+            results.append(released(result) if args.format in LINES_ONLY else result)
         except InputError as exc:  # report it, keep checking the others, exit 2 at the end
             print(f"dpguard: error: {exc}", file=sys.stderr)
             unreadable.append((path, str(exc)))

@@ -36,7 +36,7 @@ def _suite(report: Report, result: FileResult) -> ET.Element:
         line = policy_line(policies).removeprefix("policies: ")
         ET.SubElement(properties, "property", name="dpguard.policies", value=_clean(line))
         cases.append(properties)
-    if result.manifest is not None:
+    if result.passed_schema:
         cases.append(ET.Element("testcase", classname=_clean(result.path), name="schema"))
     failures = 0
     for code, findings in by_code.items():

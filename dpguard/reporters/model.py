@@ -7,7 +7,7 @@ Nothing here imports the planner's renderer (`dpguard.planner.render` imports th
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -201,6 +201,8 @@ def decision_text(result: FileResult, with_rule: bool = True) -> str | None:
 def decision_finding(result: FileResult) -> Finding | None:
     """The decision as an info-level finding, at the manifest key the deciding rule tests first
     (e.g. model.architecture for DT001), so every format can place it like any finding."""
+    if result.released:
+        return result.decision
     text = decision_text(result, with_rule=False)
     if text is None or result.outcome is None or result.manifest is None:
         return None
@@ -209,6 +211,21 @@ def decision_finding(result: FileResult) -> Finding | None:
     spec = FACTS.get(rule.at)
     path, line, col = result.manifest.locate((spec.anchor if spec else "") or rule.at)
     return Finding(path, line, col, rule.id, Severity.INFO, text, kind="decision")
+
+
+def released(result: FileResult) -> FileResult:
+    """`result` with only what the text, GitHub, SARIF and JUnit reports print: its findings,
+    its decision line and whether it passed the schema. review drops the rest as each file is
+    judged, so a batch's memory stays flat."""
+    return replace(
+        result,
+        manifest=None,
+        outcome=None,
+        plan=None,
+        released=True,
+        decision=decision_finding(result),
+        valid=result.manifest is not None,
+    )
 
 
 def decision_line(result: FileResult) -> str | None:
