@@ -85,13 +85,33 @@ class _Attempt:
 
     limit: float
     closest: list[tuple[float, Manifest, sizing.Strategy]]
-    # Estimates by (training settings, micro-batch size, layout), shared by every pass: the
-    # margin pass and the usable-memory pass size the same layouts.
-    estimates: dict[tuple[Any, int, sizing.Strategy], MemoryEstimate | None]
+    # Sized layouts (`_size`) by (training settings, micro-batch size, layout), shared by every
+    # pass: the margin pass and the usable-memory pass size the same layouts.
+    sized: dict[
+        tuple[Any, int, sizing.Strategy],
+        tuple[sizing.Strategy, str | None, MemoryEstimate | None],
+    ]
     # The worst rank's model states by layout (micro-batch count 1): they depend neither on the
     # micro-batch nor on the recompute and SP levers, so a layout whose states alone exceed a
     # pass's limit fits at no micro-batch size in any pass with that limit.
     floors: dict[sizing.Strategy, float]
+
+
+def _size(
+    manifest: Manifest, base: sizing.Strategy, mbs: int, dp: int, settings: Mapping[str, Any]
+) -> tuple[sizing.Strategy, str | None, MemoryEstimate | None]:
+    """`base` at micro-batch size `mbs`: the sized strategy, the first schedule constraint it
+    violates (then it is not sized), and its memory."""
+    micro = manifest.training.global_batch_size // (dp * mbs)
+    s = replace(base, microbatches=micro)
+    if s.schedule != "none":
+        violations = check(
+            s.schedule, s.pipeline, micro, SCHEDULES[s.schedule].virtual(s.virtual_stages)
+        )
+        if violations:
+            return s, violations[0], None
+    sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
+    return s, None, sizing.estimate_stages(sized, s, settings)
 
 
 def _fit(
@@ -118,18 +138,13 @@ def _fit(
     for mbs in choices:
         if (over is not None and mbs >= over) or (hopeless and mbs != choices_min):
             continue
-        micro = manifest.training.global_batch_size // (dp * mbs)
-        s = replace(base, microbatches=micro)
-        virtual = SCHEDULES[s.schedule].virtual(s.virtual_stages) if s.schedule != "none" else 1
-        violations = check(s.schedule, s.pipeline, micro, virtual) if s.schedule != "none" else ()
-        if violations:
-            violated.append(violations[0])
+        key = (manifest.training, mbs, base)
+        if key not in attempt.sized:
+            attempt.sized[key] = _size(manifest, base, mbs, dp, settings)
+        s, violation, estimate = attempt.sized[key]
+        if violation:
+            violated.append(violation)
             continue
-        key = (manifest.training, mbs, s)
-        if key not in attempt.estimates:
-            sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
-            attempt.estimates[key] = sizing.estimate_stages(sized, s, settings)
-        estimate = attempt.estimates[key]
         if estimate is None:
             continue
         total = estimate.worst.total
@@ -493,12 +508,15 @@ def _search(
     order = [(c, margin) for c in cheap] + [(c, 1.0) for c in cheap]
     order += [(c, share) for c in full for share in (margin, 1.0)]
     closest: list[tuple[float, Manifest, sizing.Strategy]] = []
-    estimates: dict[tuple[Any, int, sizing.Strategy], MemoryEstimate | None] = {}
+    sized: dict[
+        tuple[Any, int, sizing.Strategy],
+        tuple[sizing.Strategy, str | None, MemoryEstimate | None],
+    ] = {}
     floors: dict[sizing.Strategy, float] = {}
     as_written: SearchResult | None = None  # why nothing fits, told against usable memory
     for changes, share in order:
         switched = replace(manifest, training=replace(manifest.training, **changes))
-        attempt = _Attempt(share * usable, closest, estimates, floors)
+        attempt = _Attempt(share * usable, closest, sized, floors)
         found = _search_layout(switched, schedules, settings, pipeline_needed, attempt, first_only)
         if not changes and share == 1.0:
             as_written = found
@@ -542,13 +560,13 @@ def _search(
         # when 1F1B does not fit either, what would make it fit is priced for 1F1B
         return replace(fallback, notes=(*notes, *fallback.notes))
     if closest:
-        _, sized, strategy = min(closest, key=lambda c: c[0])
-        priced = sizing.remedies(sized, strategy, settings, last_resort=True)
+        _, nearest, strategy = min(closest, key=lambda c: c[0])
+        priced = sizing.remedies(nearest, strategy, settings, last_resort=True)
         if priced:
             what = "; ".join(f"{change} -> {gib:.1f} GiB" for change, gib in priced)
             notes.append(
                 f"at the closest layout (P = {strategy.pipeline}, T = {strategy.tensor}, "
-                f"{sized.training.activation_recompute} recompute) the worst rank after one "
+                f"{nearest.training.activation_recompute} recompute) the worst rank after one "
                 f"more change, against {usable / sizing.GIB:.1f} GiB usable: {what}"
             )
     notes.extend(_fewest_gpus(manifest, settings, pipeline_needed, steps[-1]))
