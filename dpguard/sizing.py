@@ -336,6 +336,15 @@ def stage_memory(
     )
 
 
+def states_floor(manifest: Manifest, s: Strategy) -> float:
+    """memory.states_floor for `s`: no layout of its degrees holds less on its worst rank."""
+    mirror = s.schedule != "none" and SCHEDULES[s.schedule].mirrored
+    degrees = parallel_degrees(manifest, s)
+    return memory.states_floor(
+        architecture(manifest), degrees, training_setup(manifest), s.pipeline, mirror
+    )
+
+
 def estimate_stages(
     manifest: Manifest,
     s: Strategy,

@@ -54,6 +54,7 @@ from dpguard.memory.estimate import (
     output_bytes,
     pipeline_layout,
     stage_layers,
+    states_floor,
     usable_bytes,
     verdict,
 )
@@ -135,6 +136,7 @@ __all__ = [
     "sharded_bytes",
     "stage_layers",
     "state_bytes",
+    "states_floor",
     "step_copy_bytes",
     "usable_bytes",
     "verdict",

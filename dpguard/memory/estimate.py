@@ -270,6 +270,29 @@ def _sharded_states(
     return _Sharded(per_dense, per_expert, side_dense, side_expert)
 
 
+def states_floor(
+    arch: Architecture,
+    parallel: ParallelDegrees,
+    training: TrainingSetup,
+    ranks: int,
+    mirror: bool = False,
+) -> float:
+    """A lower bound of the largest model states a rank of a `ranks`-deep pipeline holds
+    (RankMemory.states, so of the worst rank's total), in constant time: the mean over the
+    ranks, which the worst one reaches at least. The planner skips a layout it rules out without
+    estimating it. The model counted once (the second copy of a tied embedding under P > 1 left
+    out), its gradients sharded as without deferred gradient sync: each choice only lowers the
+    bound. `mirror`: DualPipe, whose ranks hold every stage twice over."""
+    layout = layer_params(arch)
+    dense, expert = _stage_params(arch, layout, range(arch.layers), True, True, 1)
+    one_step = PipelineLayout(ranks, ranks, tuple(range(ranks)), (1,) * ranks)
+    per_dense, per_expert, _, _ = _sharded_states(parallel, training, one_step)
+    total = dense / parallel.tensor * sum(per_dense)
+    total += expert / (parallel.expert * parallel.etp) * sum(per_expert)
+    copies = 2 if mirror else 1
+    return copies * total / ranks * (1 - 1e-9)  # below the exact sums' rounding
+
+
 def estimate(
     arch: Architecture,
     parallel: ParallelDegrees,

@@ -77,6 +77,14 @@ def _mbs_choices(
     return sorted(_divisors(gbs // dp), key=distance)
 
 
+# Sized layouts by (training settings, micro-batch size, layout): the strategy, the schedule
+# constraint it violates, its memory (`_size`)
+_Sized = dict[
+    tuple[Any, int, sizing.Strategy],
+    tuple[sizing.Strategy, str | None, MemoryEstimate | None],
+]
+
+
 @dataclass
 class _Attempt:
     """One pass of the layout search: the memory a plan may use (`limit`, bytes per GPU) and
@@ -85,16 +93,18 @@ class _Attempt:
 
     limit: float
     closest: list[tuple[float, Manifest, sizing.Strategy]]
-    # Sized layouts (`_size`) by (training settings, micro-batch size, layout), shared by every
-    # pass: the margin pass and the usable-memory pass size the same layouts.
-    sized: dict[
-        tuple[Any, int, sizing.Strategy],
-        tuple[sizing.Strategy, str | None, MemoryEstimate | None],
-    ]
+    # Sized layouts (`_size`), shared by every pass: the margin pass and the usable-memory pass
+    # size the same layouts.
+    sized: _Sized
     # The worst rank's model states by layout (micro-batch count 1): they depend neither on the
     # micro-batch nor on the recompute and SP levers, so a layout whose states alone exceed a
     # pass's limit fits at no micro-batch size in any pass with that limit.
     floors: dict[sizing.Strategy, float]
+    # When only whether something fits matters (`search(first_only=True)`): lower bounds of
+    # those states (memory.states_floor) by layout, so that a layout they rule out is skipped
+    # without an estimate. None: every layout is sized (the notes and the closest layout of
+    # the full search need them).
+    bounds: dict[sizing.Strategy, float] | None = None
 
 
 def _size(
@@ -124,6 +134,11 @@ def _fit(
     """The best micro-batch size at which `base` runs and fits `attempt.limit`; otherwise
     appends one reason to `why`: the memory of the smallest stage that ran (the closest to
     fitting), else the first schedule constraint that failed."""
+    if attempt.bounds is not None:
+        if base not in attempt.bounds:
+            attempt.bounds[base] = sizing.states_floor(manifest, base)
+        if attempt.bounds[base] > attempt.limit:
+            return None
     dp = sizing.data_parallel(manifest, base)
     choices = _mbs_choices(manifest, dp, base, settings)
     choices_min = min(choices, default=0)
@@ -469,20 +484,23 @@ def search(
 ) -> SearchResult:
     """`_search`, once per call for files that describe the same run (dpguard.memo).
     `first_only`: the first layout that fits, where only feasibility and the schedule matter
-    (they are the full search's: it stops at the same lever, margin and schedule). A search
-    that finds nothing tried every layout either way: it is the full search's result too."""
+    (they are the full search's: it stops at the same lever, margin and schedule), skipping
+    the layouts whose model states alone rule them out without sizing them. When nothing fits,
+    the result is the full search's: its notes say why at every layout."""
     key = (manifest.content, schedules, pipeline_needed)
+    sized: _Sized = {}  # what the first-only search sized, for the full one it may need
     if first_only:
         found = _SEARCHED.get(
             settings,
             (*key, True),
-            lambda: _search(manifest, schedules, settings, pipeline_needed, True),
+            lambda: _search(manifest, schedules, settings, pipeline_needed, True, sized),
         )
         if found.candidate is not None:
             return found
-        return _SEARCHED.get(settings, key, lambda: found)
     return _SEARCHED.get(
-        settings, key, lambda: _search(manifest, schedules, settings, pipeline_needed)
+        settings,
+        key,
+        lambda: _search(manifest, schedules, settings, pipeline_needed, False, sized),
     )
 
 
@@ -492,6 +510,7 @@ def _search(
     settings: Mapping[str, Any],
     pipeline_needed: bool,
     first_only: bool = False,
+    sized: _Sized | None = None,
 ) -> SearchResult:
     """The layout search, first keeping the worst rank within the policy's `memory_margin` of
     usable memory, with the manifest's training settings and then each cheap lever of `levers`
@@ -508,15 +527,14 @@ def _search(
     order = [(c, margin) for c in cheap] + [(c, 1.0) for c in cheap]
     order += [(c, share) for c in full for share in (margin, 1.0)]
     closest: list[tuple[float, Manifest, sizing.Strategy]] = []
-    sized: dict[
-        tuple[Any, int, sizing.Strategy],
-        tuple[sizing.Strategy, str | None, MemoryEstimate | None],
-    ] = {}
+    sized = {} if sized is None else sized
     floors: dict[sizing.Strategy, float] = {}
+    # by layout, for every pass: the levers change activations, never the model states
+    bounds: dict[sizing.Strategy, float] | None = {} if first_only else None
     as_written: SearchResult | None = None  # why nothing fits, told against usable memory
     for changes, share in order:
         switched = replace(manifest, training=replace(manifest.training, **changes))
-        attempt = _Attempt(share * usable, closest, sized, floors)
+        attempt = _Attempt(share * usable, closest, sized, floors, bounds)
         found = _search_layout(switched, schedules, settings, pipeline_needed, attempt, first_only)
         if not changes and share == 1.0:
             as_written = found
@@ -546,12 +564,18 @@ def _search(
             )
         return SearchResult(found.candidate, tuple(notes), said, tuple(changes.items()))
     assert as_written is not None
+    if first_only:
+        # only whether something fits: 1F1B, the last resort, or nothing (and then `search`
+        # runs the full search, whose notes say why)
+        if schedules and "1f1b" not in schedules:
+            return _search(manifest, ("1f1b",), settings, pipeline_needed, True, sized)
+        return SearchResult(None, ())
     notes = list(as_written.notes)
     if schedules and "1f1b" not in schedules:
         # 1F1B runs everywhere, at the least activation memory of the schedules dpguard
         # plans: the last resort when none of the policies' schedules fits at any layout
         # (ZB-H1's deferred weight passes can cost more memory than its bubble saves)
-        fallback = search(manifest, ("1f1b",), settings, pipeline_needed, first_only)
+        fallback = search(manifest, ("1f1b",), settings, pipeline_needed)
         if fallback.candidate is not None:
             notes.append(
                 f"none of the policies' schedules ({', '.join(schedules)}) fits at any "
@@ -598,7 +622,9 @@ def _fewest_gpus(
         grown = replace(
             manifest, cluster=replace(cluster, gpus=cluster.gpus * factor), training=training
         )
-        attempt = _Attempt(usable, [], {}, {})
+        # only the layout found is kept, not why the others failed: layouts whose states
+        # alone cannot fit are skipped unsized (they are never among those that fit)
+        attempt = _Attempt(usable, [], {}, {}, {})
         # 1F1B: the planner's last resort, so the first count at which a plan exists
         found = _search_layout(grown, ("1f1b",), settings, pipeline_needed, attempt)
         if found.candidate is None:
