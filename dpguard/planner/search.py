@@ -22,7 +22,7 @@ The search, in words (docs/planner.md):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
@@ -124,11 +124,34 @@ def _size(
     return s, None, sizing.estimate_stages(sized, s, settings)
 
 
+# Why layouts did not fit, in the order tried: a reason, or what a skipped layout's sizing would
+# have said (`_reasons`), computed only when a note reads the last one
+_Why = list[str | Callable[[], list[str]]]
+
+
+def _last(why: _Why) -> str | None:
+    """The last reason of `why`."""
+    for entry in reversed(why):
+        reasons = [entry] if isinstance(entry, str) else entry()
+        if reasons:
+            return reasons[-1]
+    return None
+
+
+def _reasons(
+    manifest: Manifest, base: sizing.Strategy, settings: Mapping[str, Any], attempt: _Attempt
+) -> list[str]:
+    """The reasons `_fit` gives for a layout it sizes that does not fit."""
+    found: _Why = []
+    _fit(manifest, base, settings, found, attempt)
+    return [r for r in found if isinstance(r, str)]
+
+
 def _fit(
     manifest: Manifest,
     base: sizing.Strategy,
     settings: Mapping[str, Any],
-    why: list[str],
+    why: _Why,
     attempt: _Attempt,
 ) -> Candidate | None:
     """The best micro-batch size at which `base` runs and fits `attempt.limit`; otherwise
@@ -138,6 +161,9 @@ def _fit(
         if base not in attempt.bounds:
             attempt.bounds[base] = sizing.states_floor(manifest, base)
         if attempt.bounds[base] > attempt.limit:
+            # what sizing it would have said, only if a note reads it (the last reason)
+            unpruned = replace(attempt, closest=[], bounds=None)
+            why.append(lambda: _reasons(manifest, base, settings, unpruned))
             return None
     dp = sizing.data_parallel(manifest, base)
     choices = _mbs_choices(manifest, dp, base, settings)
@@ -282,7 +308,7 @@ def _fitting_pipelines(
     context: int,
     virtual: int,
     settings: Mapping[str, Any],
-    why: list[str],
+    why: _Why,
     attempt: _Attempt,
     first_only: bool = False,
 ) -> list[Candidate]:
@@ -378,7 +404,7 @@ def _search_layout(
     context = p.context if p is not None else 1
     contexts = _contexts(manifest, settings)
     virtual = p.virtual_stages if p is not None else 1
-    why: list[str] = []
+    why: _Why = []
     if not pipeline_needed:
         for t in tensors:
             if manifest.cluster.gpus % (t * context):
@@ -390,7 +416,7 @@ def _search_layout(
             found = _fit(manifest, base, settings, why, attempt)
             if found is not None:
                 return SearchResult(found, tuple(notes))
-        reason = why[-1] if why else "no tensor-parallel size is possible"
+        reason = _last(why) or "no tensor-parallel size is possible"
         return SearchResult(None, (*notes, f"without a pipeline nothing fits: {reason}"))
     for schedule in schedules:
         why = []
@@ -407,7 +433,7 @@ def _search_layout(
             chosen = fitting[0] if first_only else _fastest(manifest, fitting, settings)
             return SearchResult(chosen, tuple(notes))
         # The last reason is the deepest pipeline tried: the most telling one.
-        reason = why[-1] if why else "no pipeline depth divides the GPUs"
+        reason = _last(why) or "no pipeline depth divides the GPUs"
         cap = _cap(manifest, schedule, virtual, settings)
         per_rank = _stages_per_rank(schedule, virtual)
         bound = (
@@ -483,25 +509,32 @@ def search(
     first_only: bool = False,
 ) -> SearchResult:
     """`_search`, once per call for files that describe the same run (dpguard.memo).
-    `first_only`: the first layout that fits, where only feasibility and the schedule matter
-    (they are the full search's: it stops at the same lever, margin and schedule), skipping
-    the layouts whose model states alone rule them out without sizing them. When nothing fits,
-    the result is the full search's: its notes say why at every layout."""
+
+    Layouts whose model states alone cannot fit (memory.states_floor) are skipped unsized; the
+    reason a note may give for one is computed when it does. A layout skipped is never one
+    that fits, so the plan is the same; when nothing fits at all, the notes price the closest
+    layout, which needs every one sized: the search then runs again without skipping, reusing
+    what was sized. `first_only`: the first layout that fits, where only feasibility and the
+    schedule matter (they are the full search's: it stops at the same lever, margin and
+    schedule); when nothing fits, the result is the full search's."""
     key = (manifest.content, schedules, pipeline_needed)
-    sized: _Sized = {}  # what the first-only search sized, for the full one it may need
+    sized: _Sized = {}  # shared by the searches below: each layout is sized once
+
+    def full() -> SearchResult:
+        found = _search(manifest, schedules, settings, pipeline_needed, False, sized, True)
+        if found.candidate is not None:
+            return found
+        return _search(manifest, schedules, settings, pipeline_needed, False, sized, False)
+
     if first_only:
         found = _SEARCHED.get(
             settings,
             (*key, True),
-            lambda: _search(manifest, schedules, settings, pipeline_needed, True, sized),
+            lambda: _search(manifest, schedules, settings, pipeline_needed, True, sized, True),
         )
         if found.candidate is not None:
             return found
-    return _SEARCHED.get(
-        settings,
-        key,
-        lambda: _search(manifest, schedules, settings, pipeline_needed, False, sized),
-    )
+    return _SEARCHED.get(settings, key, full)
 
 
 def _search(
@@ -511,6 +544,7 @@ def _search(
     pipeline_needed: bool,
     first_only: bool = False,
     sized: _Sized | None = None,
+    prune: bool = False,
 ) -> SearchResult:
     """The layout search, first keeping the worst rank within the policy's `memory_margin` of
     usable memory, with the manifest's training settings and then each cheap lever of `levers`
@@ -530,7 +564,7 @@ def _search(
     sized = {} if sized is None else sized
     floors: dict[sizing.Strategy, float] = {}
     # by layout, for every pass: the levers change activations, never the model states
-    bounds: dict[sizing.Strategy, float] | None = {} if first_only else None
+    bounds: dict[sizing.Strategy, float] | None = {} if prune else None
     as_written: SearchResult | None = None  # why nothing fits, told against usable memory
     for changes, share in order:
         switched = replace(manifest, training=replace(manifest.training, **changes))
@@ -568,7 +602,7 @@ def _search(
         # only whether something fits: 1F1B, the last resort, or nothing (and then `search`
         # runs the full search, whose notes say why)
         if schedules and "1f1b" not in schedules:
-            return _search(manifest, ("1f1b",), settings, pipeline_needed, True, sized)
+            return _search(manifest, ("1f1b",), settings, pipeline_needed, True, sized, True)
         return SearchResult(None, ())
     notes = list(as_written.notes)
     if schedules and "1f1b" not in schedules:
@@ -583,6 +617,8 @@ def _search(
             )
         # when 1F1B does not fit either, what would make it fit is priced for 1F1B
         return replace(fallback, notes=(*notes, *fallback.notes))
+    if prune:  # the closest layout may be one skipped: `search` runs again without skipping
+        return SearchResult(None, ())
     if closest:
         _, nearest, strategy = min(closest, key=lambda c: c[0])
         priced = sizing.remedies(nearest, strategy, settings, last_resort=True)
