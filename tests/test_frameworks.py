@@ -232,7 +232,7 @@ def test_hostile_configs_fail_one_file(
 
 
 def test_unrecognised_files_are_left_alone_in_hook_mode(tmp_path: Path) -> None:
-    from dpguard.commands.review import declares_manifest
+    from dpguard.discover import declares_manifest
 
     assert declares_manifest(write(tmp_path, "run.sh", SCRIPT))
     assert not declares_manifest(write(tmp_path, "build.sh", "#!/bin/sh\nmake all\n"))

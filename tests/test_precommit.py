@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from dpguard.cli import main
-from dpguard.commands.review import declares_manifest
+from dpguard.discover import declares_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -13,8 +13,7 @@ import identify.identify
 import pytest
 
 from dpguard.cli import main
-from dpguard.commands._files import expand
-from dpguard.commands.review import declares_manifest
+from dpguard.discover import declares_manifest, expand
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -4,8 +4,9 @@ a cut in the search that changes a plan is a bug).
 
 The golden (tests/golden/review-equivalence.json) holds, per file, its findings, its decision
 line (the plan's schedule, P, M, T, EP, bubble and GPU-hours saved) and the plan's notes (why
-the search chose what it chose), written by the code before the review-cost work. A change that is meant to move a number rewrites it with
-DPGUARD_UPDATE_GOLDEN=1, and the diff shows every file it moved."""
+the search chose what it chose), written by the code before the review-cost work. A change
+that is meant to move a number rewrites it with DPGUARD_UPDATE_GOLDEN=1, and the diff shows
+every file it moved."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 
 class Judge(Protocol):
-    """Who judges a file (dpguard.commands._judges.Judge): its config, policies, waivers."""
+    """Who judges a file (dpguard.judges.Judge): its config, policies, waivers."""
 
     @property
     def config(self) -> Config: ...

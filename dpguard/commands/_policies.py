@@ -56,8 +56,6 @@ def config_of(args: argparse.Namespace, path: str | None = None) -> Config:
 
 def load(extra: Sequence[str], cfg: Config | None = None) -> Policies:
     """The layered stack; `cfg` defaults to the .dpguard.yaml found from the current directory."""
-    from dpguard import config
-    from dpguard.policy.load import load_policies
+    from dpguard.judges import stack
 
-    cfg = config.discover() if cfg is None else cfg
-    return load_policies([*cfg.policies, *extra], cfg.disable, cfg.disable_at)
+    return stack(extra, cfg)

@@ -47,8 +47,8 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     from dpguard.change import FORMATS as CHANGE_FORMATS
     from dpguard.change import render_change
     from dpguard.change.collect import Run
-    from dpguard.commands._judges import judges, warn_unused_waivers
     from dpguard.exitcodes import ExitCode
+    from dpguard.judges import judges, unused_waiver_warnings
     from dpguard.reporters import Report, emit, write_atomic
     from dpguard.reporters import render as render_review
 
@@ -57,7 +57,8 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     fallback = here or next(iter(judge_of.values()))
     run = Run(lambda p: judge_of.get(p, fallback), load_catalog(), {})
     report = compare(run)
-    warn_unused_waivers(judge_of, run.used, None)
+    for warning in unused_waiver_warnings(judge_of, run.used, None):
+        print(warning, file=sys.stderr)
     for _path, why in report.unreadable:
         print(f"dpguard: error: {why}", file=sys.stderr)
     failed = any(c.after is not None and not c.after.passed for c in report.changes)
@@ -95,12 +96,12 @@ def run_baseline(args: argparse.Namespace) -> int:
     directories = [path for path in args.files if os.path.isdir(path)]
     if args.only_manifests or directories:
         # a directory stands for what the hook would pass of it, now and at the baseline
-        from dpguard.commands.review import declares_manifest
+        from dpguard.discover import declares_manifest
 
         keep = declares_manifest
     files = list(args.files)
     if directories:
-        from dpguard.commands._files import EXTENSIONS, expand
+        from dpguard.discover import EXTENSIONS, expand
 
         files, _ = expand(args.files)
         for directory in directories:  # files under it that are gone now: removed

@@ -1,6 +1,7 @@
-"""Who judges each file of one `review`: the nearest .dpguard.yaml above it (or `--config`), with
-that config's layered policies, waivers and fail_on. Manifests under different configs in one
-call are each judged by their own, as ruff, ESLint and yamllint do.
+"""Who judges each file of one `review` (a step of dpguard.pipeline): the nearest .dpguard.yaml
+above it (or `--config`), with that config's layered policies, waivers and fail_on. Manifests
+under different configs in one call are each judged by their own, as ruff, ESLint and
+yamllint do.
 
 Every config, stack and waivers file the files need is loaded before any file is checked, so a
 broken one stops the whole call (exit 2) before a report is half written."""
@@ -8,7 +9,6 @@ broken one stops the whole call (exit 2) before a report is half written."""
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +38,6 @@ def judges(
     """(the judge of each path, the judge of the current directory when there are no paths:
     its stack still names the policies in the report, and a broken one is still exit 2)."""
     from dpguard import config
-    from dpguard.commands._policies import load
     from dpguard.policy.waivers import load_waivers
 
     discovery = config.Discovery(pin)
@@ -46,7 +45,7 @@ def judges(
 
     def judge_of(cfg: Config) -> Judge:
         if cfg.path not in by_config:
-            policies = load(extra, cfg)  # flags win: --policy layers after the config's sets
+            policies = stack(extra, cfg)  # flags win: --policy layers after the config's sets
             waivers = (
                 load_waivers(cfg.waivers, policies, today, Path(cfg.path).parent.resolve())
                 if cfg.waivers
@@ -59,13 +58,24 @@ def judges(
     return per_path, (None if paths else judge_of(discovery.here()))
 
 
-def warn_unused_waivers(
+def stack(extra: Sequence[str], cfg: Config | None = None) -> Policies:
+    """The layered stack of `cfg` (default: the .dpguard.yaml found from the current
+    directory), with `extra` sets layered last."""
+    from dpguard import config
+    from dpguard.policy.load import load_policies
+
+    cfg = config.discover() if cfg is None else cfg
+    return load_policies([*cfg.policies, *extra], cfg.disable, cfg.disable_at)
+
+
+def unused_waiver_warnings(
     judge_of: Mapping[str, Judge], used: Mapping[str, set[int]], checked: Sequence[str] | None
-) -> None:
-    """The unused-waiver warnings of every config that judged a file, on stderr (`checked`:
-    see Waivers.unused_warnings)."""
+) -> tuple[str, ...]:
+    """The unused-waiver warnings of every config that judged a file (`checked`: see
+    Waivers.unused_warnings)."""
+    out: list[str] = []
     for judge in {j.config.path: j for j in judge_of.values()}.values():
         if judge.waivers is not None:
             hits = used.get(judge.config.path, set())
-            for warning in judge.waivers.unused_warnings(hits, checked):
-                print(warning, file=sys.stderr)
+            out += judge.waivers.unused_warnings(hits, checked)
+    return tuple(out)

@@ -1,5 +1,6 @@
-"""The files a `review` of a directory checks: what the published pre-commit hook would pass and
-`--only-manifests` would keep, found by walking the directory.
+"""The files a `review` checks (the first step of its pipeline, dpguard.pipeline): those named,
+and for a directory what the published pre-commit hook would pass and `--only-manifests` would
+keep, found by walking the directory.
 
 A directory on the command line stands for the training manifests and framework configs under
 it, at any depth, in name order (a directory's files before its subdirectories'): files the
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
+
+from dpguard.errors import DpguardError
 
 # identify's extensions for the hook's types, less formats no training config uses.
 EXTENSIONS = (".yaml", ".yml", ".sh", ".bash", ".zsh", ".ksh", ".toml", ".json")
@@ -41,8 +44,6 @@ def expand(
 
 
 def _walk(root: str) -> Iterator[str]:
-    from dpguard.commands.review import declares_manifest
-
     for directory, subdirs, names in os.walk(root):
         subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
         for name in sorted(names):
@@ -68,3 +69,35 @@ def _hook_type(path: str, name: str) -> bool:
     if words and os.path.basename(words[0]) == "env":
         words = [w for w in words[1:] if not w.startswith("-")]
     return bool(words) and os.path.basename(words[0]) in SHELLS
+
+
+OTHER_KINDS = frozenset({"PolicySet", "PolicyTest", "Waivers"})  # dpguard/v1 files, not manifests
+
+
+def declares_manifest(path: str) -> bool:
+    """Whether `--only-manifests` checks `path`: a framework config dpguard reads (by content:
+    docs/frameworks.md), or YAML whose first document's root mapping has ``kind:
+    TrainingManifest``, or an ``apiVersion: dpguard/...`` without another dpguard kind (so a
+    typo in either key is reported, not skipped). Other files cost little and never fail
+    here; a YAML file that cannot be read or is not YAML at all counts as a manifest, so
+    review reports it."""
+    from dpguard.frameworks.detect import sniff, yaml_format
+    from dpguard.yamlsource import YamlLoadError, load_text, read_text, root_scalars
+
+    if not path.endswith((".yaml", ".yml")) and os.path.isfile(path):
+        try:
+            return sniff(path, read_text(path)) is not None
+        except (YamlLoadError, DpguardError):
+            return False  # not text dpguard reads: not its business in hook mode
+    keys = root_scalars(path, ("apiVersion", "kind"))
+    if keys is None:
+        return True
+    api, kind = keys.get("apiVersion"), keys.get("kind")
+    if kind == "TrainingManifest":
+        return True
+    if api is not None or kind is not None:
+        return api is not None and api.startswith("dpguard/") and kind not in OTHER_KINDS
+    try:
+        return yaml_format(load_text(read_text(path), path).data) is not None
+    except (YamlLoadError, DpguardError):
+        return False

@@ -1,0 +1,72 @@
+"""`review`'s pipeline, in the core: the files are discovered (dpguard.discover), each is judged
+by the nearest .dpguard.yaml's stack (dpguard.judges), loaded, composed with its framework
+config and judged (dpguard.check), its waivers applied; the result is one Report that the
+reporters only format. The command (commands/review.py) parses arguments, prints and writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from dpguard.catalog import load_catalog
+from dpguard.check import FileResult, check_file
+from dpguard.errors import InputError
+from dpguard.judges import judges, unused_waiver_warnings
+from dpguard.reporters.model import Report, released
+
+# The reports that print each file's plan (the decision line, the plan data, the PR comment's
+# plan): for the others (the hook's --quiet, SARIF, JUnit) review runs the planner's full search
+# only where a rule reads its numbers (check.judge_unplanned).
+SHOWS_PLAN = frozenset(("text", "json", "github", "markdown"))
+# The reports that print only findings and each file's decision line: the manifest, verdict
+# and plan of a file are released as soon as it is judged (reporters.model.released).
+LINES_ONLY = frozenset(("text", "github", "sarif", "junit"))
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    report: Report
+    errors: tuple[str, ...]  # files that could not be read (exit 2), one message each
+    warnings: tuple[str, ...]  # unused waivers
+
+
+def review(
+    paths: Sequence[str],
+    *,
+    policies: Sequence[str] = (),
+    config: str | None = None,
+    fail_on: str | None = None,
+    today: dt.date,
+    shows_plan: bool = True,
+    lines_only: bool = False,
+    all_waivers: bool = False,
+) -> Reviewed:
+    """Judge `paths` (files, as dpguard.discover.expand gives them). `policies` layer over each
+    file's stack, `config` pins one .dpguard.yaml for all; a broken config, stack or waivers
+    file raises before any file is judged. `shows_plan` / `lines_only`: what the report
+    prints (SHOWS_PLAN, LINES_ONLY). `all_waivers`: warn about every waiver no finding used,
+    not only those whose files were all checked in this call."""
+    judge_of, here = judges(paths, policies, config, fail_on, today)
+    used: dict[str, set[int]] = {}
+    catalog = load_catalog()
+    results: list[FileResult] = []
+    unreadable: list[tuple[str, str]] = []
+    for path in paths:
+        judge = judge_of[path]
+        cfg = judge.config
+        try:
+            result = check_file(path, catalog, judge.policies, cfg.defaults_for(path), shows_plan)
+        except InputError as exc:  # reported; the others are still checked; exit 2 at the end
+            unreadable.append((path, str(exc)))
+            continue
+        if judge.waivers is not None:
+            findings, hits = judge.waivers.apply(result.findings)
+            used.setdefault(cfg.path, set()).update(hits)
+            result = replace(result, findings=findings)
+        result = replace(result, config=cfg.path, judged_by=judge.policies, fail_on=judge.fail_on)
+        results.append(released(result) if lines_only else result)
+    warnings = unused_waiver_warnings(judge_of, used, None if all_waivers else paths)
+    first = here or next(iter(judge_of.values()))
+    report = Report(tuple(results), first.fail_on, first.policies, tuple(unreadable))
+    return Reviewed(report, tuple(f"dpguard: error: {m}" for _, m in unreadable), warnings)
