@@ -6,13 +6,10 @@ Renderers return text and never print (`dpguard review` writes it to stdout or, 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
-from dpguard.reporters.github import render_github
-from dpguard.reporters.json_ import decision_dict, plan_data, render_json, report_dict
-from dpguard.reporters.junit import render_junit
-from dpguard.reporters.markdown import render_markdown_report
 from dpguard.reporters.model import (
     REPORT_VERSION,
     Report,
@@ -22,22 +19,41 @@ from dpguard.reporters.model import (
     policy_line,
 )
 from dpguard.reporters.output import emit, write_atomic
-from dpguard.reporters.sarif import render_sarif
-from dpguard.reporters.text import render_text
 
 
 class Renderer(Protocol):
     def __call__(self, report: Report, *, color: bool = False) -> str: ...
 
 
+def _deferred(module: str, name: str) -> Renderer:
+    """The renderer `name` of `module`, imported when a report is rendered in its format: a
+    review imports only the renderer it uses (the JUnit one pulls in XML, the Markdown one the
+    planner's page templates)."""
+
+    def render(report: Report, *, color: bool = False) -> str:
+        fn: Renderer = getattr(importlib.import_module(module), name)
+        return fn(report, color=color)
+
+    return render
+
+
 RENDERERS: dict[str, Renderer] = {
-    "text": render_text,
-    "json": render_json,
-    "sarif": render_sarif,
-    "junit": render_junit,
-    "github": render_github,
-    "markdown": render_markdown_report,
+    "text": _deferred("dpguard.reporters.text", "render_text"),
+    "json": _deferred("dpguard.reporters.json_", "render_json"),
+    "sarif": _deferred("dpguard.reporters.sarif", "render_sarif"),
+    "junit": _deferred("dpguard.reporters.junit", "render_junit"),
+    "github": _deferred("dpguard.reporters.github", "render_github"),
+    "markdown": _deferred("dpguard.reporters.markdown", "render_markdown_report"),
 }
+
+# JSON's dicts, for the callers that build on them; imported on first use
+_JSON = frozenset(("decision_dict", "plan_data", "report_dict"))
+
+
+def __getattr__(name: str) -> Any:
+    if name in _JSON:
+        return getattr(importlib.import_module("dpguard.reporters.json_"), name)
+    raise AttributeError(name)
 
 
 def render(report: Report, fmt: str, *, color: bool = False) -> str:
