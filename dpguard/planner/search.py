@@ -100,10 +100,9 @@ class _Attempt:
     # micro-batch nor on the recompute and SP levers, so a layout whose states alone exceed a
     # pass's limit fits at no micro-batch size in any pass with that limit.
     floors: dict[sizing.Strategy, float]
-    # When only whether something fits matters (`search(first_only=True)`): lower bounds of
-    # those states (memory.states_floor) by layout, so that a layout they rule out is skipped
-    # without an estimate. None: every layout is sized (the notes and the closest layout of
-    # the full search need them).
+    # Lower bounds of those states (memory.states_floor) by layout: a layout they rule out is
+    # skipped unsized, its reason computed only if a note reads it. None: every layout is
+    # sized (a search that found nothing prices its closest layout, which needs them all).
     bounds: dict[sizing.Strategy, float] | None = None
 
 
