@@ -1,6 +1,6 @@
 """dpguard's benchmark suite: one entry point, every figure measured in this invocation.
 
-    python benchmarks/run.py             # the full suite (a few minutes)
+    python benchmarks/run.py             # the full suite (~15 minutes on 2 cores)
     python benchmarks/run.py --quick     # a tiny corpus, for the tests and a smoke check
 
 Run it from the repository root with dpguard installed (`pip install '.[bench]'` also installs
