@@ -91,7 +91,7 @@ def test_page_templates_are_compiled_once(directory, monkeypatch):
 SHIPPED = Path(__file__).resolve().parents[1] / "dpguard" / "data" / "shipped-checks.json"
 
 
-def test_the_shipped_record_vouches_for_exactly_the_shipped_files():
+def test_the_shipped_record_vouches_for_exactly_the_shipped_files(tmp_path):
     """dpguard/data/shipped-checks.json is what checking every shipped file proves, computed
     again here in a fresh process with no cache: a policy, schema, profile or model edited
     without it fails this test (DPGUARD_UPDATE_GOLDEN=1 rewrites it), and an installed file
@@ -109,6 +109,7 @@ def test_the_shipped_record_vouches_for_exactly_the_shipped_files():
             "print(json.dumps(cache.shipped_record(), indent=1, sort_keys=True))",
         ],
         env={**os.environ, "DPGUARD_CACHE_DIR": ""},
+        cwd=tmp_path,  # the installed dpguard, not a checkout's sources beside the cwd
         capture_output=True,
         text=True,
         check=True,

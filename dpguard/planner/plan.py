@@ -377,6 +377,12 @@ def make_plan(
     status = "refused" if refused else ("no-pipeline" if not pipeline_needed else "planned")
     if c is None:
         status = "infeasible"
+    elif status == "planned" and c.strategy.schedule == "none":
+        status = "no-pipeline"
+        notes.append(
+            "with that change the whole training state fits one GPU: data parallelism only, "
+            "no pipeline"
+        )
     schedule = c.strategy.schedule if c else None
     chosen = (
         _schedule_numbers(manifest, c.strategy, settings, schedule, c.micro_batch_size)

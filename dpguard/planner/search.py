@@ -568,7 +568,10 @@ def _search(
     for changes, share in order:
         switched = replace(manifest, training=replace(manifest.training, **changes))
         attempt = _Attempt(share * usable, closest, sized, floors, bounds)
-        found = _search_layout(switched, schedules, settings, pipeline_needed, attempt, first_only)
+        # A lever can make the whole training state fit one GPU (HR004's test): then a pipeline
+        # only adds bubble, and the plan is data parallel with that lever
+        needed = pipeline_needed and not (changes and sizing.model_fits_one_gpu(switched, settings))
+        found = _search_layout(switched, schedules, settings, needed, attempt, first_only)
         if not changes and share == 1.0:
             as_written = found
         if found.candidate is None:
