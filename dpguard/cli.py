@@ -37,7 +37,17 @@ COMMANDS: tuple[str, ...] = (
 EPILOG = epilog()  # the general table; each command's --help lists only its own codes
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command(argv: Sequence[str]) -> str | None:
+    """The command `argv` names (its first word that is not an option), if it is one."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or, for an `argv` that names a command, only that command's
+    arguments: a hook run pays for importing and building one subparser, not thirteen (the
+    others stay named, so the usage line and the choice check are the same)."""
+    chosen = _command(argv) if argv is not None else None
     parser = argparse.ArgumentParser(
         prog="dpguard",
         description="Policy-as-code validator and planner for pipeline-parallel training.",
@@ -51,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
+        if chosen is not None and name != chosen:
+            sub.add_parser(name)
+            continue
         module = importlib.import_module(f"dpguard.commands.{name.replace('-', '_')}")
         cmd = sub.add_parser(
             name,
@@ -72,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
-        parser = build_parser()
+        parser = build_parser(argv)
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # argparse: 0 for --help/--version, 2 for usage errors
