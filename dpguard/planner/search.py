@@ -564,13 +564,16 @@ def _search(
     floors: dict[sizing.Strategy, float] = {}
     # by layout, for every pass: the levers change activations, never the model states
     bounds: dict[sizing.Strategy, float] | None = {} if prune else None
+    fits_one: dict[Any, bool] = {}  # by training settings: the margin passes repeat them
     as_written: SearchResult | None = None  # why nothing fits, told against usable memory
     for changes, share in order:
         switched = replace(manifest, training=replace(manifest.training, **changes))
         attempt = _Attempt(share * usable, closest, sized, floors, bounds)
         # A lever can make the whole training state fit one GPU (HR004's test): then a pipeline
         # only adds bubble, and the plan is data parallel with that lever
-        needed = pipeline_needed and not (changes and sizing.model_fits_one_gpu(switched, settings))
+        if pipeline_needed and changes and switched.training not in fits_one:
+            fits_one[switched.training] = sizing.model_fits_one_gpu(switched, settings)
+        needed = pipeline_needed and not (changes and fits_one[switched.training])
         found = _search_layout(switched, schedules, settings, needed, attempt, first_only)
         if not changes and share == 1.0:
             as_written = found
