@@ -77,13 +77,19 @@ def test_the_schema_is_checked_against_its_metaschema_once(directory, monkeypatc
     assert validate._validator() is not None
 
 
-def test_page_templates_are_compiled_once(directory, monkeypatch):
+def test_page_templates_are_compiled_once(directory, monkeypatch, tmp_path):
+    """A team's own templates (`plan --templates`); the shipped ones come precompiled
+    (tests/test_plan_templates.py)."""
+    import shutil
+
     from dpguard.planner.render import _environment
 
-    env = _environment(None)
+    own = tmp_path / "own"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "templates", own)
+    env = _environment(str(own))
     env.get_template("plan.md.j2")
     assert list((directory / "templates").iterdir())
-    again = _environment(None)
+    again = _environment(str(own))
     monkeypatch.setattr(again, "compile", _refuse)
     assert again.get_template("plan.md.j2").render is not None
 

@@ -400,3 +400,34 @@ def test_bounded_operators_still_work(tmp_path: Path, capsys: pytest.CaptureFixt
     (tmp_path / "plan.md.j2").write_text("{{ 'ab' * 3 }} {{ 2 ** 10 }} {{ 1.5 ** 2 }}\n")
     assert main(["plan", str(EXAMPLES / "small-dense.yaml"), "--templates", str(tmp_path)]) == 0
     assert capsys.readouterr().out == "ababab 1024 2.25\n"
+
+
+def test_the_shipped_templates_come_precompiled_and_current(tmp_path):
+    """dpguard/compiled_templates holds Jinja's compilation of templates/*.j2 (no compile, no
+    bytecode cache on a fresh runner). Rebuilt here with the installed Jinja: identical when
+    that is the Jinja they were built with (DPGUARD_UPDATE_GOLDEN=1 rewrites them after a
+    template change), and never used when it is not: the sources are compiled instead."""
+    import os
+
+    from jinja2 import ModuleLoader
+
+    from dpguard.planner import render
+
+    shipped = REPO / "dpguard" / "compiled_templates"
+    if os.environ.get("DPGUARD_UPDATE_GOLDEN"):
+        for old in shipped.glob("tmpl_*.py"):
+            old.unlink()
+        render.compile_templates(str(shipped))
+    render.compile_templates(str(tmp_path))
+    built = sorted(p.name for p in tmp_path.iterdir())
+    same_jinja = (shipped / "BUILT").read_text().split("\n")[0] == (
+        (tmp_path / "BUILT").read_text().split("\n")[0]
+    )
+    if same_jinja:
+        assert sorted(p.name for p in shipped.iterdir() if p.name != "__init__.py") == built
+        for name in built:
+            assert (shipped / name).read_bytes() == (tmp_path / name).read_bytes(), (
+                f"{name} is stale: DPGUARD_UPDATE_GOLDEN=1 pytest tests/test_plan_templates.py"
+            )
+    loader = render._environment(None).loader
+    assert isinstance(loader, ModuleLoader) is same_jinja

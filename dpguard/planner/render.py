@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dpguard import perf, sizing
+from dpguard import perf, resources, sizing
 from dpguard.errors import ConfigError
 from dpguard.manifest import format_quantity
 from dpguard.memory import GIB
@@ -289,15 +289,56 @@ def _mfu_definition(plan: Plan) -> dict[str, str] | None:
     }
 
 
+COMPILED = "dpguard.compiled_templates"
+
+
 def _environment(templates_dir: str | None) -> Any:
-    from jinja2 import FileSystemLoader, PackageLoader
+    """The shipped templates precompiled (dpguard.compiled_templates) when they were built by
+    this Jinja from these very templates; else compiled here, with the per-user bytecode cache
+    (and always for a team's own `--templates`)."""
+    from jinja2 import FileSystemLoader, ModuleLoader, PackageLoader
 
     from dpguard.cache import template_bytecode
 
+    if templates_dir is None:
+        built = resources.packaged(COMPILED)
+        stamp = built.joinpath("BUILT")
+        if stamp.is_file() and stamp.read_text(encoding="utf-8") == _built_stamp():
+            return sandbox(loader=ModuleLoader(str(built)), keep_trailing_newline=True)
     loader = (
         FileSystemLoader(templates_dir) if templates_dir else PackageLoader("dpguard.templates", "")
     )
     return sandbox(loader=loader, keep_trailing_newline=True, bytecode_cache=template_bytecode())
+
+
+def _built_stamp() -> str:
+    """The Jinja version and the shipped templates' digest the compiled ones must match."""
+    import hashlib
+
+    import jinja2
+
+    digest = hashlib.sha256()
+    for name in sorted(_template_names()):
+        digest.update(
+            name.encode() + b"\0" + resources.read_text("dpguard.templates", name).encode()
+        )
+    return f"jinja2 {jinja2.__version__}\n{digest.hexdigest()}\n"
+
+
+def _template_names() -> list[str]:
+    return [
+        e.name for e in resources.packaged("dpguard.templates").iterdir() if e.name.endswith(".j2")
+    ]
+
+
+def compile_templates(target: str) -> None:
+    """Compile the shipped templates into `target` (dpguard/compiled_templates) with their stamp."""
+    from jinja2 import PackageLoader
+
+    env = sandbox(loader=PackageLoader("dpguard.templates", ""), keep_trailing_newline=True)
+    env.compile_templates(target, zip=None, filter_func=lambda name: name.endswith(".j2"))
+    with open(os.path.join(target, "BUILT"), "w", encoding="utf-8") as stamp:
+        stamp.write(_built_stamp())
 
 
 def _position(exc: BaseException) -> str:
