@@ -9,12 +9,13 @@ Corpora (500 files each unless --files says otherwise):
 - unplanned 65,536: Llama 3 405B's shape on 16,384 H100 without a parallelism section, at a
   global batch of 65,536 sequences (the planner's heaviest search), 500 times.
 
-Each row alternates dpguard and the baseline at least 7 times (medians and the median pair
-ratio), for the batch and for one file of it, so that the per-file cost is reported apart from
-start-up: (batch - one file) / (files - 1), for both tools. `review` prints the plan of every
-file (text); the hook (`--only-manifests --quiet`) prints none, and review then runs the full
-search only where a rule reads it. Cold rows give every dpguard run an empty cache directory
-(DPGUARD_CACHE_DIR), as on a fresh CI runner; warm rows one it filled before.
+Each row alternates dpguard and the baseline at least 7 times (run.py's `_alternate`: medians
+and the median pair ratio), for the batch and for one file of it, so that the per-file cost is
+reported apart from start-up: (batch - one file) / (files - 1), for both tools. `review`
+prints the plan of every file (text); the hook (`--only-manifests --quiet`) prints none, and
+review then runs the full search only where a rule reads it. Cold rows give every dpguard run
+an empty cache directory (DPGUARD_CACHE_DIR), as on a fresh CI runner; warm rows the per-user
+cache, filled by the untimed first run.
 
 Budgets (issue 28's targets) are checked here and reported as `BUDGET EXCEEDED` lines: a
 benchmark, never a timed test.
@@ -24,8 +25,6 @@ from __future__ import annotations
 
 import itertools
 import shutil
-import statistics
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,6 +49,7 @@ training: {{tokens: 15T, global_batch_size: 65536}}
 """
 
 Run = Callable[..., tuple[float, int, int, float]]
+Alternate = Callable[..., dict[str, Any]]  # run.py's _alternate
 
 
 def corpora(directory: Path, files: int) -> dict[str, list[Path]]:
@@ -89,56 +89,25 @@ def corpora(directory: Path, files: int) -> dict[str, list[Path]]:
     return out
 
 
-def _pairs(
-    run: Run, a: list[str], b: list[str], runs: int, cold: bool, warm_dir: str
-) -> tuple[list[float], list[float], set[int]]:
-    """Wall seconds of a and b, alternating `runs` times (after one untimed run of each)."""
-    times_a: list[float] = []
-    times_b: list[float] = []
-    codes: set[int] = set()
-    for i in range(runs + 1):
-        cache = tempfile.mkdtemp(prefix="dpguard-cold-") if cold else warm_dir
-        try:
-            seconds, code, _rss, _cpu = run(a, {"DPGUARD_CACHE_DIR": cache})
-        finally:
-            if cold:
-                shutil.rmtree(cache, ignore_errors=True)
-        base = run(b)[0]
-        if i:  # the first pair warms the file cache (and the warm dpguard cache)
-            times_a.append(seconds)
-            times_b.append(base)
-            codes.add(code)
-    return times_a, times_b, codes
-
-
 def _row(
-    run: Run,
+    alternate: Alternate,
     command: list[str],
     baseline: list[str],
     files: list[Path],
     runs: int,
     cold: bool,
-    warm_dir: str,
 ) -> dict[str, Any]:
     paths = [str(p) for p in files]
-    batch_a, batch_b, codes = _pairs(
-        run, [*command, *paths], [*baseline, *paths], runs, cold, warm_dir
-    )
-    one_a, one_b, _ = _pairs(run, [*command, paths[0]], [*baseline, paths[0]], runs, cold, warm_dir)
-    med = statistics.median
+    batch = alternate([*command, *paths], [*baseline, *paths], runs, cold)
+    one = alternate([*command, paths[0]], [*baseline, paths[0]], runs, cold)
     n = len(paths)
-    per_a = (med(batch_a) - med(one_a)) / max(n - 1, 1)
-    per_b = (med(batch_b) - med(one_b)) / max(n - 1, 1)
+    per_a = (batch["dpguard_median_s"] - one["dpguard_median_s"]) / max(n - 1, 1)
+    per_b = (batch["baseline_median_s"] - one["baseline_median_s"]) / max(n - 1, 1)
     return {
+        **batch,
         "files": n,
-        "runs": runs,
-        "cache": "cold" if cold else "warm",
-        "dpguard_exit_codes": sorted(codes),
-        "dpguard_median_s": med(batch_a),
-        "baseline_median_s": med(batch_b),
-        "median_pair_ratio": med(x / y for x, y in zip(batch_a, batch_b, strict=True)),
-        "dpguard_start_s": med(one_a),
-        "baseline_start_s": med(one_b),
+        "dpguard_start_s": one["dpguard_median_s"],
+        "baseline_start_s": one["baseline_median_s"],
         "dpguard_per_file_ms": per_a * 1e3,
         "baseline_per_file_ms": per_b * 1e3,
         "per_file_ratio": per_a / per_b if per_b > 0 else None,
@@ -146,30 +115,31 @@ def _row(
 
 
 def measure(
-    directory: Path, dpguard: str, baseline: str, schema: str, files: int, runs: int, run: Run
+    directory: Path,
+    dpguard: str,
+    baseline: str,
+    schema: str,
+    files: int,
+    runs: int,
+    run: Run,
+    alternate: Alternate,
 ) -> dict[str, Any]:
     runs = max(runs, 7) if files > 10 else runs
     sets = corpora(directory, files)
-    warm_dir = tempfile.mkdtemp(prefix="dpguard-warm-")
     base = [baseline, "--schemafile", schema]
     review = [dpguard, "review"]
     hook = [dpguard, "review", "--only-manifests", "--quiet"]
     rows: dict[str, Any] = {}
-    try:
-        for name, paths in sets.items():
-            rows[f"review {name}"] = _row(run, review, base, paths, runs, False, warm_dir)
-        for name in ("realistic", "copies"):
-            rows[f"hook {name}"] = _row(run, hook, base, sets[name], runs, False, warm_dir)
-        rows["review realistic, cold cache"] = _row(
-            run, review, base, sets["realistic"], runs, True, warm_dir
-        )
-        rows["hook realistic, cold cache"] = _row(
-            run, hook, base, sets["realistic"], runs, True, warm_dir
-        )
-        big = write_realistic(directory / "rss", 4 * files)
-        rss = run([*review, *map(str, big)], {"DPGUARD_CACHE_DIR": warm_dir})[2]
-    finally:
-        shutil.rmtree(warm_dir, ignore_errors=True)
+    for name, paths in sets.items():
+        rows[f"review {name}"] = _row(alternate, review, base, paths, runs, False)
+    for name in ("realistic", "copies"):
+        rows[f"hook {name}"] = _row(alternate, hook, base, sets[name], runs, False)
+    rows["review realistic, cold cache"] = _row(
+        alternate, review, base, sets["realistic"], runs, True
+    )
+    rows["hook realistic, cold cache"] = _row(alternate, hook, base, sets["realistic"], runs, True)
+    big = write_realistic(directory / "rss", 4 * files)
+    rss = run([*review, *map(str, big)])[2]
     return {"rows": rows, "rss_files": len(big), "peak_rss_kib": rss}
 
 

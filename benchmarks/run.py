@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         results["single_file"] = single
         if baseline is not None:
             results["review_cost"] = bench_review.measure(
-                Path(tmp) / "review-cost", dpguard, baseline, schema, files, runs, _run
+                Path(tmp) / "review-cost", dpguard, baseline, schema, files, runs, _run, _alternate
             )
         corpus = write_realistic(Path(tmp) / "corpus", max(files, 20))
         results["planner"] = _planner(Path(tmp))

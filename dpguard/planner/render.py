@@ -8,6 +8,7 @@ loaded or rendered is dpguard's configuration being broken: ConfigError, exit 2.
 from __future__ import annotations
 
 import os
+from functools import cache
 from typing import Any
 
 from dpguard import perf, resources, sizing
@@ -296,19 +297,36 @@ def _environment(templates_dir: str | None) -> Any:
     """The shipped templates precompiled (dpguard.compiled_templates) when they were built by
     this Jinja from these very templates; else compiled here, with the per-user bytecode cache
     (and always for a team's own `--templates`)."""
-    from jinja2 import FileSystemLoader, ModuleLoader, PackageLoader
+    from jinja2 import FileSystemLoader
 
     from dpguard.cache import template_bytecode
 
     if templates_dir is None:
-        built = resources.packaged(COMPILED)
-        stamp = built.joinpath("BUILT")
-        if stamp.is_file() and stamp.read_text(encoding="utf-8") == _built_stamp():
-            return sandbox(loader=ModuleLoader(str(built)), keep_trailing_newline=True)
-    loader = (
-        FileSystemLoader(templates_dir) if templates_dir else PackageLoader("dpguard.templates", "")
+        return _shipped_environment()
+    return sandbox(
+        loader=FileSystemLoader(templates_dir),
+        keep_trailing_newline=True,
+        bytecode_cache=template_bytecode(),
     )
-    return sandbox(loader=loader, keep_trailing_newline=True, bytecode_cache=template_bytecode())
+
+
+@cache
+def _shipped_environment() -> Any:
+    """Once per process: the Markdown review renders a page per file, and the stamp check reads
+    every template."""
+    from jinja2 import ModuleLoader, PackageLoader
+
+    from dpguard.cache import template_bytecode
+
+    built = resources.packaged(COMPILED)
+    stamp = built.joinpath("BUILT")
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == _built_stamp():
+        return sandbox(loader=ModuleLoader(str(built)), keep_trailing_newline=True)
+    return sandbox(
+        loader=PackageLoader("dpguard.templates", ""),
+        keep_trailing_newline=True,
+        bytecode_cache=template_bytecode(),
+    )
 
 
 def _built_stamp() -> str:

@@ -140,9 +140,10 @@ def _last(why: _Why) -> str | None:
 def _reasons(
     manifest: Manifest, base: sizing.Strategy, settings: Mapping[str, Any], attempt: _Attempt
 ) -> list[str]:
-    """The reasons `_fit` gives for a layout it sizes that does not fit."""
+    """The reasons `_fit` gives for a layout it sizes (unpruned, in `attempt`'s pass) that does
+    not fit."""
     found: _Why = []
-    _fit(manifest, base, settings, found, attempt)
+    _fit(manifest, base, settings, found, replace(attempt, closest=[], bounds=None))
     return [r for r in found if isinstance(r, str)]
 
 
@@ -161,8 +162,11 @@ def _fit(
             attempt.bounds[base] = sizing.states_floor(manifest, base)
         if attempt.bounds[base] > attempt.limit:
             # what sizing it would have said, only if a note reads it (the last reason)
-            unpruned = replace(attempt, closest=[], bounds=None)
-            why.append(lambda: _reasons(manifest, base, settings, unpruned))
+            why.append(
+                lambda: _reasons(
+                    manifest, base, settings, replace(attempt, closest=[], bounds=None)
+                )
+            )
             return None
     dp = sizing.data_parallel(manifest, base)
     choices = _mbs_choices(manifest, dp, base, settings)
