@@ -1,8 +1,13 @@
 """Read files as they were at a git revision, for `dpguard review --baseline REV`.
 
 Only the `git` command, through subprocess (no library dependency), and only commands that read:
-``rev-parse``, ``cat-file --batch`` (every base file in one process) and ``diff --name-status``
-for git's own rename detection. Nothing here touches the index, the work tree or the history.
+``rev-parse``, ``ls-tree`` and ``cat-file --batch`` (the base files, a few processes in all) and
+``diff --name-status`` for git's own rename detection. Nothing here touches the index, the work
+tree or the history.
+
+No file name reaches a line-based protocol: names go to git as literal pathspecs in argv and
+come back NUL-separated, and `cat-file --batch` is fed object ids only. A committed file named
+``a\nHEAD:m.yaml`` is one more file, not a second request.
 
 Every way this can fail for a reason the user can fix (no git, not a repository, an unknown
 revision, a shallow clone without the base commit, a path outside the repository) is a
@@ -13,13 +18,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from dpguard.errors import DpguardError
 
 GIT_TIMEOUT = 120  # seconds; a `git diff` over a large repository's work tree is the slowest
+# Paths per `git ls-tree`, and their bytes: far below Linux's 2 MiB of argv and environment, and
+# few enough that git's matching of every tree entry against every pathspec stays cheap.
+LS_TREE_PATHS = 1000
+LS_TREE_BYTES = 256 * 1024
 
 
 class RevisionError(DpguardError):
@@ -31,6 +40,8 @@ def _git(cwd: Path | str, *argv: str, stdin: bytes | None = None) -> subprocess.
     # repository here is the one holding the files, found from `cwd`.
     env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
     env["GIT_OPTIONAL_LOCKS"] = "0"  # `git diff` may refresh the index otherwise: read only
+    # A path is a file's name, never a pattern: `*.yaml` or `:!x` name files called that.
+    env["GIT_LITERAL_PATHSPECS"] = "1"
     try:
         return subprocess.run(
             ["git", *argv],
@@ -81,28 +92,60 @@ class Baseline:
 
     def read(self, paths: Iterable[str]) -> dict[str, bytes | None]:
         """The content of each repository path at this revision (None: not there, or not a
-        file), from one `git cat-file --batch` process."""
+        file): `git ls-tree` maps the paths to blob ids, one `git cat-file --batch` reads them."""
         wanted = list(dict.fromkeys(paths))
-        if not wanted:
+        blobs = self._blob_ids([p for p in wanted if _tree_path(p)])
+        contents = self._blobs(sorted(set(blobs.values())), blobs)
+        return {p: contents[blobs[p]] if p in blobs else None for p in wanted}
+
+    def _blob_ids(self, paths: list[str]) -> dict[str, str]:
+        """{path: blob id} for those of `paths` that are files (blobs) at this revision."""
+        out: dict[str, str] = {}
+        for chunk in _chunks(paths):
+            done = _git(self.root, "ls-tree", "-z", "--full-tree", self.commit, "--", *chunk)
+            if done.returncode:
+                raise RevisionError(
+                    f"cannot list files at {self.name} ({self.commit[:12]}): {_stderr(done)}"
+                )
+            # A pathspec also matches what lies under a directory of that name: keep exact names.
+            asked = {os.fsencode(p): p for p in chunk}
+            for kind, oid, name in _ls_tree_entries(bytes(done.stdout)):
+                if kind == b"blob" and name in asked:
+                    out[asked[name]] = oid.decode("ascii")
+        return out
+
+    def _blobs(self, oids: list[str], blobs: dict[str, str]) -> dict[str, bytes]:
+        """{blob id: content}, from one `git cat-file --batch` fed ids only (hex, no names)."""
+        if not oids:
             return {}
-        stdin = "".join(f"{self.commit}:{p}\n" for p in wanted).encode("utf-8")
+        stdin = "".join(f"{oid}\n" for oid in oids).encode("ascii")
         done = _git(self.root, "cat-file", "--batch", stdin=stdin)
         if done.returncode:
             raise RevisionError(
                 f"cannot read files at {self.name} ({self.commit[:12]}): {_stderr(done)}"
             )
-        out: dict[str, bytes | None] = {}
+        out: dict[str, bytes] = {}
         data, at = bytes(done.stdout), 0
-        for path in wanted:
-            end = data.index(b"\n", at)
-            header = data[at:end].split()
-            at = end + 1
-            if header[-1] == b"missing" or len(header) != 3:
-                out[path] = None
-                continue
-            size = int(header[2])
-            out[path] = data[at : at + size] if header[1] == b"blob" else None
-            at += size + 1  # the content, then a newline
+        for oid in oids:
+            end = data.find(b"\n", at)
+            header = data[at:end].split() if end >= 0 else []
+            if header == [oid.encode("ascii"), b"missing"]:
+                # The tree names the object but the clone lacks it (a damaged or partial one):
+                # reporting the file as absent at the base would call it added.
+                path = next(p for p, o in blobs.items() if o == oid)
+                raise RevisionError(
+                    f"cannot read {path} at {self.name} ({self.commit[:12]}): object {oid} "
+                    "is missing from this clone; fetch the base commit again"
+                )
+            size = int(header[2]) if len(header) == 3 and header[2].isdigit() else -1
+            whole = size >= 0 and end + 1 + size < len(data)  # the content, then its newline
+            if header[:2] != [oid.encode("ascii"), b"blob"] or not whole:
+                raise RevisionError(
+                    f"cannot read files at {self.name} ({self.commit[:12]}): unexpected "
+                    f"answer from git cat-file for {oid}: {data[at:end][:200]!r}"
+                )
+            out[oid] = data[end + 1 : end + 1 + size]
+            at = end + 1 + size + 1  # the content, then a newline
         return out
 
     def files_under(self, directory: str) -> list[str]:
@@ -134,6 +177,37 @@ class Baseline:
             else:
                 i += 2
         return out
+
+
+def _tree_path(path: str) -> bool:
+    """Whether `path` can name an entry of a git tree: no empty, `.` or `..` component (which
+    git would also read as a pathspec for a whole directory, or refuse) and no NUL."""
+    return "\0" not in path and all(part not in ("", ".", "..") for part in path.split("/"))
+
+
+def _chunks(paths: list[str]) -> Iterator[list[str]]:
+    """`paths` in runs that fit one command line (see LS_TREE_PATHS)."""
+    chunk: list[str] = []
+    size = 0
+    for path in paths:
+        length = len(os.fsencode(path)) + 1
+        if chunk and (len(chunk) == LS_TREE_PATHS or size + length > LS_TREE_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(path)
+        size += length
+    if chunk:
+        yield chunk
+
+
+def _ls_tree_entries(output: bytes) -> Iterator[tuple[bytes, bytes, bytes]]:
+    """(type, object id, name) of each entry of `git ls-tree -z`: `<mode> SP <type> SP <id>
+    TAB <name> NUL`, the name unquoted (it may hold any byte but NUL, tabs and newlines too)."""
+    for record in output.split(b"\0"):
+        if record:
+            meta, _, name = record.partition(b"\t")
+            _mode, kind, oid = meta.split(b" ")
+            yield kind, oid, name
 
 
 def repository(start: Path | str) -> Path:

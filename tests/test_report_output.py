@@ -126,6 +126,9 @@ def test_output_onto_a_directory_exits_2(
     (tmp_path / "report").mkdir()
     code, out, err = run(capsys, "-o", "report", MANIFEST)
     assert (code, out) == (2, "")
-    assert err == "dpguard: error: cannot write the report to report: Is a directory\n"
+    assert err == (
+        "dpguard: error: cannot write the report to report: it is a directory, not a regular "
+        "file; nothing was written\n"
+    )
     assert [p.name for p in tmp_path.iterdir()] == ["report"]
     assert list((tmp_path / "report").iterdir()) == []

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -66,32 +64,6 @@ def op_times(args: argparse.Namespace) -> OpTimes:
     return OpTimes(args.forward, args.backward, args.weight, args.overlapped)
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write via a temp file in the same directory and os.replace, so readers never see half.
-
-    The file gets the usual permissions (0666 minus the umask), not mkstemp's 0600.
-    """
-    from dpguard.errors import InputError
-
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".dpguard-", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
-        raise
-
-
 def summary(result: SimResult) -> str:
     from dpguard.schedules import SCHEDULES
     from dpguard.schedules.ops import FB, B, F, I, W
@@ -142,7 +114,10 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(args.schedule, args.ranks, args.microbatches, times, v)
     grid = text_timeline(result) if args.timeline else None
     if args.svg:
-        write_atomic(args.svg, svg_timeline(result))
+        # review's writer: atomic, and only ever a regular file (never through a link)
+        from dpguard.reporters.output import write_atomic
+
+        write_atomic(args.svg, svg_timeline(result), "the timeline")
     if args.format == "json":
         data = result.to_dict()
         if grid is not None:
