@@ -8,8 +8,8 @@ settings (`policies/planner.yaml`), never from constants here.
 
 from __future__ import annotations
 
-import contextlib
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -170,23 +170,46 @@ class Timing(NamedTuple):
 def _simulate(schedule: str, ranks: int, microbatches: int, virtual: int, times: Any) -> Timing:
     """The exact simulation's timing, remembered in the per-user cache (dpguard.cache): the
     reference runs repeat across manifests (the same P, M and op times), and a DualPipe run at
-    P = 32 costs ~20 ms. Entries are keyed by dpguard's version and every input; one that does
-    not parse is simulated again."""
+    P = 32 costs ~20 ms. Entries are keyed by dpguard's version and every input; one that is
+    not authenticated or not a simulation's timing (`_remembered_timing`) is simulated again."""
     from dpguard import cache
 
     key = f"{schedule} {ranks} {microbatches} {virtual} {times.forward} {times.backward} "
     key += f"{times.weight} {times.overlapped}"
     text = cache.recall("simulations", key.encode())
-    if text is not None:
-        with contextlib.suppress(ValueError, ZeroDivisionError):
-            makespan, fraction, *rest = (Fraction(x) for x in text.split())
-            if len(rest) == 2 * ranks:
-                return Timing(makespan, tuple(rest[:ranks]), tuple(rest[ranks:]), fraction)
+    remembered = None if text is None else _remembered_timing(text, ranks)
+    if remembered is not None:
+        return remembered
     r = simulate(schedule, ranks, microbatches, times, virtual_stages=virtual)
     timing = Timing(r.makespan, r.busy_per_rank, r.idle_per_rank, r.bubble_fraction)
     values = (timing.makespan, timing.fraction, *timing.busy, *timing.idle)
     cache.remember("simulations", " ".join(map(str, values)), key.encode())
     return timing
+
+
+# A remembered number as simulate writes it (str of a Fraction): plain digits, so that no
+# entry can make Fraction expand an exponent ("1e999999999") or parse a huge numeral
+_NUMBER = re.compile(r"\d{1,200}(?:/\d{1,200})?")
+
+
+def _remembered_timing(text: str, ranks: int) -> Timing | None:
+    """The timing a cache entry holds ("makespan fraction busy... idle..."), or None unless it
+    is one a simulation could have produced: non-negative numbers, busy + idle = makespan on
+    every rank and the fraction their idle share. The entry is authenticated (dpguard.cache);
+    this keeps a well-signed but nonsense one from reaching a review."""
+    tokens = text.split(None, 2 + 2 * ranks)  # a longer entry is one token too many, not split
+    if ranks < 1 or len(tokens) != 2 + 2 * ranks or not all(_NUMBER.fullmatch(t) for t in tokens):
+        return None
+    try:
+        makespan, fraction, *rest = map(Fraction, tokens)
+    except ZeroDivisionError:
+        return None
+    busy, idle = tuple(rest[:ranks]), tuple(rest[ranks:])
+    if makespan <= 0 or any(b + i != makespan for b, i in zip(busy, idle, strict=True)):
+        return None
+    if fraction != sum(idle, Fraction(0)) / (ranks * makespan):
+        return None
+    return Timing(makespan, busy, idle, fraction)
 
 
 def _virtual(s: Strategy) -> int:

@@ -42,3 +42,6 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     import os
 
     os.environ["DPGUARD_CACHE_DIR"] = str(tmp_path_factory.mktemp("dpguard-cache"))
+    # the cache's signing key too (dpguard.cache): never the user's ~/.config
+    key = tmp_path_factory.mktemp("dpguard-config") / "cache-key"
+    os.environ["DPGUARD_CACHE_KEY_FILE"] = str(key)

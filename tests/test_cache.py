@@ -1,7 +1,7 @@
 """The per-user cache (dpguard/cache.py) beyond policy files (tests/test_policy_cache.py): the
-manifest schema's metaschema check, exact simulation timings and compiled page templates. What
-it returns must be what the work would have produced, and a missing, unwritable or corrupt
-cache must only cost time."""
+manifest schema's metaschema check and exact simulation timings. What it returns must be what
+the work would have produced, and a missing, unwritable or corrupt cache must only cost time
+(what a hostile cache cannot do: tests/test_cache_security.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ DUALPIPE = sizing.Strategy("dualpipe", 1, 8, 1, 1, 1, 64)
 def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "cache"
     monkeypatch.setenv("DPGUARD_CACHE_DIR", str(folder))
+    monkeypatch.setenv("DPGUARD_CACHE_KEY_FILE", str(tmp_path / "config" / "cache-key"))
     sizing._simulate.cache_clear()
     validate._validator.cache_clear()
     yield folder
@@ -52,6 +53,7 @@ def test_a_corrupt_simulation_entry_is_simulated_again(directory):
 
 
 def test_without_a_usable_cache_everything_still_works(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPGUARD_CACHE_KEY_FILE", str(tmp_path / "config" / "cache-key"))
     blocker = tmp_path / "file"
     blocker.write_text("not a directory", encoding="utf-8")
     for setting in ("", str(blocker / "cache")):
@@ -60,7 +62,6 @@ def test_without_a_usable_cache_everything_still_works(tmp_path, monkeypatch):
         validate._validator.cache_clear()
         assert sizing.bubble(DUALPIPE, SETTINGS) is not None
         assert validate._validator() is not None
-        assert cache.template_bytecode() is None
     sizing._simulate.cache_clear()
     validate._validator.cache_clear()
 
@@ -75,23 +76,6 @@ def test_the_schema_is_checked_against_its_metaschema_once(directory, monkeypatc
     validate._validator.cache_clear()
     monkeypatch.setattr(Draft202012Validator, "check_schema", _refuse)
     assert validate._validator() is not None
-
-
-def test_page_templates_are_compiled_once(directory, monkeypatch, tmp_path):
-    """A team's own templates (`plan --templates`); the shipped ones come precompiled
-    (tests/test_plan_templates.py)."""
-    import shutil
-
-    from dpguard.planner.render import _environment
-
-    own = tmp_path / "own"
-    shutil.copytree(Path(__file__).resolve().parents[1] / "templates", own)
-    env = _environment(str(own))
-    env.get_template("plan.md.j2")
-    assert list((directory / "templates").iterdir())
-    again = _environment(str(own))
-    monkeypatch.setattr(again, "compile", _refuse)
-    assert again.get_template("plan.md.j2").render is not None
 
 
 SHIPPED = Path(__file__).resolve().parents[1] / "dpguard" / "data" / "shipped-checks.json"

@@ -20,6 +20,7 @@ CORE = REPO / "policies" / "core.yaml"
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     directory = tmp_path / "cache"
     monkeypatch.setenv("DPGUARD_CACHE_DIR", str(directory))
+    monkeypatch.setenv("DPGUARD_CACHE_KEY_FILE", str(tmp_path / "config" / "cache-key"))
     # the per-user cache as a team's own policy files meet it: without the shipped record
     # (tests/test_cache.py), which vouches for the shipped files' exact bytes
     monkeypatch.setattr("dpguard.cache._shipped", dict)
@@ -57,6 +58,7 @@ def test_changed_bytes_are_validated_again_and_a_broken_set_is_never_recorded(ca
 
 
 def test_no_cache_when_disabled_or_unwritable(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPGUARD_CACHE_KEY_FILE", str(tmp_path / "config" / "cache-key"))
     monkeypatch.setenv("DPGUARD_CACHE_DIR", "")
     assert load_set(str(CORE))[1] == []
     blocker = tmp_path / "file"
