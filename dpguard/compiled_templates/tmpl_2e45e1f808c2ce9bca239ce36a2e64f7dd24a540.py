@@ -28,202 +28,203 @@ def root(context, missing=missing):
             raise TemplateRuntimeError("No test named 'none' found.")
     pass
     yield '# Pipeline plan: '
-    yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'name'))
+    yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'name')))
     yield '\n'
     if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'description'):
         pass
         yield '\n'
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'description'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'description')))
         yield '\n'
-    if (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status') == 'refused'):
+    if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status')) == 'refused'):
         pass
         yield '\n**Pipeline planning refused** by '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'refusal'), 'id'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'refusal'), 'id')))
         yield ': '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'refusal'), 'message'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'refusal'), 'message')))
         yield '\n\n**Recommended instead:** data parallelism plus tensor parallelism:\ntensor = '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor'))
-        if (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert') > 1):
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor')))
+        if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')) > 1):
             pass
             yield ', expert = '
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')))
         yield ', data parallel = '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel')))
         yield ' on '
-        yield str(t_2(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'gpus')))
+        yield str(environment.finalize(t_2(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'gpus'))))
         yield ' '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'accelerator'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'accelerator')))
         yield '\n('
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb')))
         yield ' GiB per GPU of '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb')))
         yield ' GiB usable; micro-batch size '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'micro_batch_size'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'micro_batch_size')))
         yield ',\n'
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'microbatches'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'microbatches')))
         yield ' gradient-accumulation steps per optimizer step).\nNo bubble or GPU-hour comparison applies: there is no pipeline.'
-    elif (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status') == 'no-pipeline'):
+    elif (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status')) == 'no-pipeline'):
         pass
         yield '\n**Recommendation: no pipeline parallelism.** The whole training state fits one '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'accelerator'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'accelerator')))
         yield '\n('
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb')))
         yield ' GiB of '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb')))
         yield ' GiB usable), so pipeline stages would only add bubble.\nTrain with data parallelism over '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel')))
         yield ' GPUs (micro-batch size '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'micro_batch_size'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'micro_batch_size')))
         yield ',\n'
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'microbatches'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'microbatches')))
         yield ' gradient-accumulation steps per optimizer step).'
-    elif (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status') == 'infeasible'):
+    elif (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status')) == 'infeasible'):
         pass
         yield '\n**No feasible pipeline plan.**\n'
         for l_1_note in environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'notes'):
+            environment.count_step('a loop iteration')
             _loop_vars = {}
             pass
             yield '\n- '
-            yield str(l_1_note)
+            yield str(environment.finalize(l_1_note))
         l_1_note = missing
         yield '\n\nWhat would make it feasible: more memory per stage (full activation recompute, a larger tensor-parallel\nsize, or accelerators with more memory), or a larger global batch when the schedule needs more micro-batches.'
     else:
         pass
         yield '\n**Recommendation: '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'schedule_title'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'schedule_title')))
         yield '** with P = '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'pipeline'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'pipeline')))
         yield ' pipeline ranks and M = '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'microbatches'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'microbatches')))
         yield '\nmicro-batches (micro-batch size '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'micro_batch_size'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'micro_batch_size')))
         yield '; tensor '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor')))
         yield ', expert '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')))
         yield ','
-        if (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'context') > 1):
+        if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'context')) > 1):
             pass
             yield ' context '
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'context'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'context')))
             yield ','
         yield '\ndata parallel '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel')))
         yield ') on '
-        yield str(t_2(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'gpus')))
+        yield str(environment.finalize(t_2(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'gpus'))))
         yield ' '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'accelerator'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'accelerator')))
         yield '.\n\n| | |\n|---|---|'
         if t_3(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'chosen'), 'bubble')):
             pass
             yield '\n| Expected bubble | not simulated: '
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'chosen'), 'violations'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'chosen'), 'violations')))
             yield ' |\n| GPU-hours for '
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tokens'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tokens')))
             yield ' tokens | '
-            yield str(t_2(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'ideal_gpu_hours')))
+            yield str(environment.finalize(t_2(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'ideal_gpu_hours'))))
             yield ' with no bubble |'
         else:
             pass
             yield '\n| Expected bubble | **'
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'chosen'), 'bubble_pct'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'chosen'), 'bubble_pct')))
             yield '** ('
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'chosen'), 'method'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'chosen'), 'method')))
             yield ')'
             if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'baseline'):
                 pass
                 yield '; 1F1B at the same P and M: '
-                yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'baseline'), 'bubble_pct'))
+                yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'baseline'), 'bubble_pct')))
             yield ' |\n| GPU-hours for '
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tokens'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tokens')))
             yield ' tokens | '
-            yield str(t_2(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'chosen'), 'gpu_hours')))
+            yield str(environment.finalize(t_2(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'chosen'), 'gpu_hours'))))
             if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'saved'):
                 pass
                 yield ' ('
-                yield str(t_2(t_1(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'saved'), 'hours'))))
+                yield str(environment.finalize(t_2(t_1(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'saved'), 'hours')))))
                 yield ' '
-                yield str(('saved' if (environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'saved'), 'hours') >= 0) else 'more'))
+                yield str(environment.finalize(('saved' if (environment.charged(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'saved'), 'hours')) >= 0) else 'more')))
                 yield ' vs '
-                yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'saved'), 'against'))
+                yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'saved'), 'against')))
                 yield ')'
             elif (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'baseline') and (not t_3(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'baseline'), 'gpu_hours')))):
                 pass
                 yield ' ('
-                yield str(t_2(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'saved_vs_1f1b')))
+                yield str(environment.finalize(t_2(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'saved_vs_1f1b'))))
                 yield ' '
-                yield str(('saved' if (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'saved_vs_1f1b') >= 0) else 'more'))
+                yield str(environment.finalize(('saved' if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'saved_vs_1f1b')) >= 0) else 'more')))
                 yield ' vs 1F1B at the same P and M)'
             yield ' |'
         if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'):
             pass
             yield '\n| Step time (model) | '
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'), 'step_time'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'), 'step_time')))
             yield ': '
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'), 'tokens_per_s'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'), 'tokens_per_s')))
             yield ' tokens/s per GPU (band '
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'), 'band'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'), 'band')))
             yield '), MFU '
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'), 'mfu'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'), 'mfu')))
             yield ' (`dpguard perf`, docs/performance.md) |'
         yield '\n| Memory per GPU (worst rank) | '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb')))
         yield ' GiB (band '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'low_gb'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'low_gb')))
         yield '-'
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'high_gb'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'high_gb')))
         yield ') of '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb')))
         yield ' GiB usable ('
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'usable_gib'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'usable_gib')))
         yield ' GiB less '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'headroom_pct'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'headroom_pct')))
         yield ' headroom)'
         if environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'):
             pass
             yield '; rank '
-            yield str(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'rank'))
+            yield str(environment.finalize(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'rank')))
             yield ': weights '
-            yield str(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'weights_gib'))
+            yield str(environment.finalize(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'weights_gib')))
             yield ' + gradients '
-            yield str(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'gradients_gib'))
+            yield str(environment.finalize(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'gradients_gib')))
             yield ' + optimizer '
-            yield str(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'optimizer_gib'))
+            yield str(environment.finalize(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'optimizer_gib')))
             if environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'replica_gib'):
                 pass
                 yield ' + second copy '
-                yield str(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'replica_gib'))
+                yield str(environment.finalize(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'replica_gib')))
             yield ' + activations '
-            yield str(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'activations_gib'))
+            yield str(environment.finalize(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'activations_gib')))
             yield ' ('
-            yield str(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'inflight_microbatches'))
+            yield str(environment.finalize(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'inflight_microbatches')))
             yield ' in flight) + other '
-            yield str(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'other_gib'))
+            yield str(environment.finalize(environment.getattr(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'worst'), 'other_gib')))
             yield ' GiB (`dpguard memory` for every rank)'
         yield ' |'
-        if (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'schedule') == 'dualpipe'):
+        if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'schedule')) == 'dualpipe'):
             pass
             yield '\n| DualPipe replication | +'
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'replication_gb'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'replication_gb')))
             yield ' GiB per GPU for the second parameter copy; fits. '
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'params_per_gpu'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'params_per_gpu')))
             yield ' parameters per GPU across both copies ('
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'param_density'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'param_density')))
             yield ' of the model; experts sharded '
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_shards'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_shards')))
             yield '-way) |'
         yield '\n| All-to-all kernel | '
-        if (environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'kernel'), 'kernel') == 'none'):
+        if (environment.charged(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'kernel'), 'kernel')) == 'none'):
             pass
             yield 'none needed (no expert parallelism)'
         else:
             pass
             yield '**'
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'kernel'), 'kernel'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'kernel'), 'kernel')))
             yield '**: '
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'kernel'), 'requires'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'kernel'), 'requires')))
         yield ' |\n| Micro-batches | M/P = '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'm_over_p'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'm_over_p')))
         if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mbs_chosen'):
             pass
             yield '; micro-batch size chosen for M/P '
@@ -234,47 +235,48 @@ def root(context, missing=missing):
                 pass
                 yield 'as close as the global batch allows to'
             yield ' '
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mp_range'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mp_range')))
         else:
             pass
             yield '; M = global batch '
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'global_batch'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'global_batch')))
             yield ' / (micro-batch '
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'micro_batch_size'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'micro_batch_size')))
             yield ' x DP '
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel')))
             yield ')'
         yield '; activations at seq '
-        yield str(t_2(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'seq_len')))
+        yield str(environment.finalize(t_2(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'seq_len'))))
         yield ': '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'activations_gb'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'activations_gb')))
         yield ' GiB per GPU |\n\nEvery schedule at P = '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'pipeline'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'pipeline')))
         yield ', M = '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'microbatches'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'microbatches')))
         yield ':\n\n| schedule | bubble | GPU-hours | vs 1F1B | policies |\n|---|---|---|---|---|'
         for l_1_c in environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'candidates'):
+            environment.count_step('a loop iteration')
             _loop_vars = {}
             pass
             yield '\n| '
-            yield str(environment.getattr(l_1_c, 'schedule'))
-            if (environment.getattr(l_1_c, 'schedule') == environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'schedule')):
+            yield str(environment.finalize(environment.getattr(l_1_c, 'schedule')))
+            if (environment.charged(environment.getattr(l_1_c, 'schedule')) == environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'schedule'))):
                 pass
                 yield ' (chosen)'
             yield ' | '
             if (not t_3(environment.getattr(l_1_c, 'bubble'))):
                 pass
-                yield str(environment.getattr(l_1_c, 'bubble_pct'))
+                yield str(environment.finalize(environment.getattr(l_1_c, 'bubble_pct')))
                 yield ' | '
-                yield str(t_2(environment.getattr(l_1_c, 'gpu_hours')))
+                yield str(environment.finalize(t_2(environment.getattr(l_1_c, 'gpu_hours'))))
                 yield ' | '
-                yield str(environment.getattr(l_1_c, 'vs_1f1b'))
+                yield str(environment.finalize(environment.getattr(l_1_c, 'vs_1f1b')))
                 yield ' | '
-                yield str(environment.getattr(l_1_c, 'policy'))
+                yield str(environment.finalize(environment.getattr(l_1_c, 'policy')))
             else:
                 pass
                 yield 'n/a | n/a | '
-                yield str(environment.getattr(l_1_c, 'violations'))
+                yield str(environment.finalize(environment.getattr(l_1_c, 'violations')))
                 yield ' | cannot run'
             yield ' |'
         l_1_c = missing
@@ -283,16 +285,17 @@ def root(context, missing=missing):
             yield '\n\nFastest layout of each other schedule by the step-time model: '
             l_1_loop = missing
             for l_1_a, l_1_loop in LoopContext(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'alternatives'), undefined):
+                environment.count_step('a loop iteration')
                 _loop_vars = {}
                 pass
                 yield '**'
-                yield str(environment.getattr(l_1_a, 'schedule'))
+                yield str(environment.finalize(environment.getattr(l_1_a, 'schedule')))
                 yield '** ('
-                yield str(environment.getattr(l_1_a, 'layout'))
+                yield str(environment.finalize(environment.getattr(l_1_a, 'layout')))
                 yield '): '
-                yield str(t_2(environment.getattr(l_1_a, 'gpu_hours')))
+                yield str(environment.finalize(t_2(environment.getattr(l_1_a, 'gpu_hours'))))
                 yield ' GPU-hours, MFU '
-                yield str(environment.getattr(l_1_a, 'mfu'))
+                yield str(environment.finalize(environment.getattr(l_1_a, 'mfu')))
                 if (not environment.getattr(l_1_loop, 'last')):
                     pass
                     yield '; '
@@ -302,88 +305,94 @@ def root(context, missing=missing):
     if environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'decision'), 'id'):
         pass
         yield '\n- Decision `'
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'decision'), 'id'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'decision'), 'id')))
         yield '`: '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'decision'), 'title'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'decision'), 'title')))
     for l_1_r in environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'redirects'):
+        environment.count_step('a loop iteration')
         _loop_vars = {}
         pass
         yield '\n- Redirected by `'
-        yield str(environment.getattr(l_1_r, 'id'))
+        yield str(environment.finalize(environment.getattr(l_1_r, 'id')))
         yield '`: '
-        yield str(environment.getattr(l_1_r, 'title'))
+        yield str(environment.finalize(environment.getattr(l_1_r, 'title')))
     l_1_r = missing
-    if (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal') and (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status') != 'refused')):
+    if (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal') and (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status')) != 'refused')):
         pass
         yield '\n- Your proposal ('
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'schedule'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'schedule')))
         yield ', P = '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'pipeline'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'pipeline')))
         yield ', M = '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'microbatches'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'microbatches')))
         yield '): '
         if environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'cannot_run'):
             pass
             yield 'cannot run as '
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'judged_as'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'judged_as')))
             yield ': '
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'cannot_run'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'cannot_run')))
         else:
             pass
             yield 'bubble '
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'bubble_pct'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'bubble_pct')))
             yield ', '
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'gpu_hours'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'gpu_hours')))
             yield ' GPU-hours, '
-            yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'memory_gb'))
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'memory_gb')))
             yield ' GiB per GPU'
     for l_1_f in environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'findings'):
+        environment.count_step('a loop iteration')
         _loop_vars = {}
         pass
         yield '\n- As written: `'
-        yield str(environment.getattr(l_1_f, 'code'))
+        yield str(environment.finalize(environment.getattr(l_1_f, 'code')))
         yield '` ('
-        yield str(environment.getattr(l_1_f, 'severity'))
+        yield str(environment.finalize(environment.getattr(l_1_f, 'severity')))
         yield ') '
-        yield str(environment.getattr(l_1_f, 'message'))
+        yield str(environment.finalize(environment.getattr(l_1_f, 'message')))
     l_1_f = missing
     for l_1_f in environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'plan_findings'):
+        environment.count_step('a loop iteration')
         _loop_vars = {}
         pass
         yield '\n- This plan: `'
-        yield str(environment.getattr(l_1_f, 'code'))
+        yield str(environment.finalize(environment.getattr(l_1_f, 'code')))
         yield '` ('
-        yield str(environment.getattr(l_1_f, 'severity'))
+        yield str(environment.finalize(environment.getattr(l_1_f, 'severity')))
         yield ') '
-        yield str(environment.getattr(l_1_f, 'message'))
+        yield str(environment.finalize(environment.getattr(l_1_f, 'message')))
     l_1_f = missing
     for l_1_k in environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'kept_warnings'):
+        environment.count_step('a loop iteration')
         _loop_vars = {}
         pass
         yield '\n- This plan keeps `'
-        yield str(environment.getattr(l_1_k, 'code'))
+        yield str(environment.finalize(environment.getattr(l_1_k, 'code')))
         yield '` (warning) '
-        yield str(environment.getattr(l_1_k, 'message'))
+        yield str(environment.finalize(environment.getattr(l_1_k, 'message')))
         yield ': '
-        yield str(environment.getattr(l_1_k, 'reason'))
+        yield str(environment.finalize(environment.getattr(l_1_k, 'reason')))
     l_1_k = missing
-    if (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status') != 'infeasible'):
+    if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status')) != 'infeasible'):
         pass
         for l_1_note in environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'notes'):
+            environment.count_step('a loop iteration')
             _loop_vars = {}
             pass
             yield '\n- '
-            yield str(l_1_note)
+            yield str(environment.finalize(l_1_note))
         l_1_note = missing
     yield '\n\n## Assumptions\n'
     for l_1_a in environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'assumptions'):
+        environment.count_step('a loop iteration')
         _loop_vars = {}
         pass
         yield '\n- '
-        yield str(l_1_a)
+        yield str(environment.finalize(l_1_a))
     l_1_a = missing
     yield '\n- Policies: '
-    yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'policies'))
+    yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'policies')))
     yield '\n\n'
     template = environment.get_template('rollback.md.j2', 'plan.md.j2')
     gen = template.root_render_func(template.new_context(context.get_all(), True, {}))
@@ -394,4 +403,4 @@ def root(context, missing=missing):
     yield '\n'
 
 blocks = {}
-debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=70&17=74&18=78&19=80&21=83&22=87&28=93&29=99&30=111&34=117&35=120&36=122&38=129&39=138&41=158&42=161&44=170&45=204&46=207&48=216&49=226&51=252&55=256&56=260&58=281&60=285&64=302&65=305&67=308&68=312&70=316&71=319&73=340&74=344&76=350&77=354&79=360&80=364&82=370&83=376&87=379&88=383&90=386&92=388'
+debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=70&17=74&18=78&19=80&21=83&22=88&28=94&29=100&30=112&34=118&35=121&36=123&38=130&39=139&41=159&42=162&44=171&45=205&46=208&48=217&49=227&51=253&55=257&56=262&58=283&60=287&64=305&65=308&67=311&68=316&70=320&71=323&73=344&74=349&76=355&77=360&79=366&80=371&82=377&83=384&87=387&88=392&90=395&92=397'

@@ -19,7 +19,7 @@ def root(context, missing=missing):
     if t_1(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'rollback_threshold')):
         pass
         yield 'No rollback trigger applies: '
-        if (environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status') == 'planned'):
+        if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status')) == 'planned'):
             pass
             yield 'the step-time model could not price this layout'
         else:
@@ -29,44 +29,44 @@ def root(context, missing=missing):
     else:
         pass
         yield 'Measure the **aggregate GPU utilization percentage over the first '
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'rollback_steps'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'rollback_steps')))
         yield ' steps**, as model-FLOPs\nutilisation from the logged step time: '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mfu_definition'), 'tokens_per_step'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mfu_definition'), 'tokens_per_step')))
         yield ' tokens per step x '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mfu_definition'), 'flops_per_token'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mfu_definition'), 'flops_per_token')))
         yield '\nmodel FLOPs per token / (step time x '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mfu_definition'), 'gpus'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mfu_definition'), 'gpus')))
         yield ' GPUs x '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mfu_definition'), 'peak_tflops'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mfu_definition'), 'peak_tflops')))
         yield ' TFLOP/s peak). The plan\nexpects **'
-        yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expected_utilization'))
+        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expected_utilization')))
         yield '** (a '
-        yield str(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mfu_definition'), 'step_time'))
+        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mfu_definition'), 'step_time')))
         yield ' s step). nvidia-smi\'s "GPU utilization" is not this\nnumber: it counts the time any kernel runs, so ranks waiting in NCCL or DeepEP kernels, or in the bubble, read as busy.'
         if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'rollback_to'):
             pass
             yield '\nIf it stays below **'
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'rollback_threshold_pct'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'rollback_threshold_pct')))
             yield "** (the low end of the model's calibrated band), "
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'schedule'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'schedule')))
             yield '\nis not delivering what its complexity costs: switch to the simpler **'
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'rollback_to'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'rollback_to')))
             yield '**, expected at '
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'fallback_utilization'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'fallback_utilization')))
             yield '.'
             if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'fallback_below_threshold'):
                 pass
                 yield '\nThat is below the trigger itself: switch only once the shortfall is traced to '
-                yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'schedule'))
+                yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'schedule')))
                 yield ' (not to\ncommunication or stragglers, which '
-                yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'rollback_to'))
+                yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'rollback_to')))
                 yield ' would suffer too).'
         else:
             pass
             yield '\n'
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'schedule'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'schedule')))
             yield ' is already the simplest schedule, so if it stays below **'
-            yield str(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'rollback_threshold_pct'))
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'rollback_threshold_pct')))
             yield "** (the low\nend of the model's calibrated band) investigate stragglers, communication and data loading before changing the schedule."
     yield '\n'
 

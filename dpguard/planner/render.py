@@ -19,7 +19,7 @@ from dpguard.planner.alternatives import disagreement
 from dpguard.planner.patch import kept_warnings, manifest_patch
 from dpguard.planner.plan import Plan, ScheduleNumbers, judge_schedules
 from dpguard.policy.model import Policies
-from dpguard.policy.templates import pct, sandbox, thousands
+from dpguard.policy.templates import PAGE, pct, sandbox, thousands
 from dpguard.reporters import finding_dict, policy_line
 
 TITLES = {
@@ -293,21 +293,37 @@ def _mfu_definition(plan: Plan) -> dict[str, str] | None:
 COMPILED = "dpguard.compiled_templates"
 
 
+def _confined_loader() -> Any:
+    from jinja2 import FileSystemLoader, TemplateNotFound
+
+    class Confined(FileSystemLoader):
+        """A team's `--templates` directory, whose templates (and what they include) are read
+        only from inside it, symbolic links resolved: a committed link to ~/.ssh/id_rsa or
+        /etc/passwd is not a template (Jinja's own loader refuses `..` but follows links)."""
+
+        def get_source(self, environment: Any, template: str) -> Any:
+            from jinja2.loaders import split_template_path
+
+            # checked before a byte is read (Jinja's loader reads only regular files)
+            root = os.path.realpath(self.searchpath[0])
+            target = os.path.realpath(os.path.join(root, *split_template_path(template)))
+            if not target.startswith(root.rstrip(os.sep) + os.sep):
+                raise TemplateNotFound(f"{template} (it leads outside {self.searchpath[0]})")
+            return super().get_source(environment, template)
+
+    return Confined
+
+
 def _environment(templates_dir: str | None) -> Any:
     """The shipped templates precompiled (dpguard.compiled_templates) when they were built by
-    this Jinja from these very templates; else compiled here, with the per-user bytecode cache
-    (and always for a team's own `--templates`)."""
-    from jinja2 import FileSystemLoader
-
-    from dpguard.cache import template_bytecode
+    this Jinja from these very templates, else compiled here; a team's own `--templates` are
+    compiled here on every run. No bytecode cache: Jinja would unmarshal and run whatever it
+    finds in the cache directory, so whoever can write there would run code."""
 
     if templates_dir is None:
         return _shipped_environment()
-    return sandbox(
-        loader=FileSystemLoader(templates_dir),
-        keep_trailing_newline=True,
-        bytecode_cache=template_bytecode(),
-    )
+    loader = _confined_loader()(templates_dir)
+    return sandbox(PAGE, loader=loader, keep_trailing_newline=True)
 
 
 @cache
@@ -316,17 +332,11 @@ def _shipped_environment() -> Any:
     every template."""
     from jinja2 import ModuleLoader, PackageLoader
 
-    from dpguard.cache import template_bytecode
-
     built = resources.packaged(COMPILED)
     stamp = built.joinpath("BUILT")
     if stamp.is_file() and stamp.read_text(encoding="utf-8") == _built_stamp():
-        return sandbox(loader=ModuleLoader(str(built)), keep_trailing_newline=True)
-    return sandbox(
-        loader=PackageLoader("dpguard.templates", ""),
-        keep_trailing_newline=True,
-        bytecode_cache=template_bytecode(),
-    )
+        return sandbox(PAGE, loader=ModuleLoader(str(built)), keep_trailing_newline=True)
+    return sandbox(PAGE, loader=PackageLoader("dpguard.templates", ""), keep_trailing_newline=True)
 
 
 def _built_stamp() -> str:
@@ -353,7 +363,7 @@ def compile_templates(target: str) -> None:
     """Compile the shipped templates into `target` (dpguard/compiled_templates) with their stamp."""
     from jinja2 import PackageLoader
 
-    env = sandbox(loader=PackageLoader("dpguard.templates", ""), keep_trailing_newline=True)
+    env = sandbox(PAGE, loader=PackageLoader("dpguard.templates", ""), keep_trailing_newline=True)
     env.compile_templates(target, zip=None, filter_func=lambda name: name.endswith(".j2"))
     with open(os.path.join(target, "BUILT"), "w", encoding="utf-8") as stamp:
         stamp.write(_built_stamp())
@@ -386,8 +396,9 @@ def render_markdown(plan: Plan, policies: Policies, templates_dir: str | None = 
         text = template.render(plan=context)
     except Exception as exc:
         # Anything a template raises is the template's fault: TemplateError (syntax, undefined
-        # name, the sandbox refusing an attribute) and what its expressions raise themselves,
-        # e.g. {{ 1 / 0 }} or a range over the sandbox's limit.
+        # name, the sandbox refusing an attribute or a template past its budget of work or
+        # output, policy.templates.PAGE) and what its expressions raise themselves, e.g.
+        # {{ 1 / 0 }} or a range over the sandbox's limit.
         detail = str(exc) if isinstance(exc, TemplateError) else f"{type(exc).__name__}: {exc}"
         raise ConfigError(f"template cannot be rendered: {detail}", _position(exc)) from None
     # Collapse the blank-line runs Jinja's block tags leave, so the page stays compact.

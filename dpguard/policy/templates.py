@@ -1,13 +1,30 @@
-"""Rule messages: Jinja templates over the facts, in a sandbox, with undefined names as errors.
+"""Rule messages: Jinja templates over the facts, in a sandbox, with undefined names as errors;
+and the sandbox every template renders in (`sandbox`: the plan page and a team's --templates too).
 
 `check_message` runs when a policy loads, so a message that names a fact that does not exist is
 a policy error at load time rather than a crash (or an empty string) during a review.
+
+Every rendering is held to a budget (`Limits`: MESSAGE for a rule message, PAGE for a page) of
+work and of output, counted as the template runs; past it the sandbox's SecurityError names the
+operation and the budget, which callers report as a configuration error (exit 2).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from functools import cache, lru_cache
+import re
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    Mapping,
+    Sized,
+    ValuesView,
+)
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import cache, lru_cache, wraps
 from typing import Any
 
 from dpguard.hints import hint
@@ -28,46 +45,540 @@ def thousands(value: Any) -> str:
 @cache
 def environment() -> Any:
     """The environment rule messages render in."""
-    return sandbox()
+    return sandbox(MESSAGE)
 
 
-# Templates come from policy files and --templates directories, which a pull request can edit:
-# the sandbox stops code execution, and these bounds stop `{{ 'a' * 10**10 }}` from taking the
-# CI runner's memory or `{{ 9**9**9 }}` its time.
-MAX_REPEAT = 100_000  # items a sequence repetition may produce
-MAX_POWER_BITS = 100_000  # size of an integer power's result
+# Templates come from policy files and --templates directories, which a pull request can edit.
+# The sandbox stops code execution; these bounds stop a template from taking the CI runner's
+# memory or time. Each rendering gets a budget of work, counted as the template runs: a loop
+# iteration or a call is one step, and whatever a template builds, reads whole or compares
+# costs its size in characters or items (a list costs every item as often as it appears in it,
+# so lists built of shared lists cost in full). What multiplies (`'a' * n`, `center(n)`, a
+# `%9999s` width, `replace`, `join`, `indent`) is charged before it is built, so a refusal leaves
+# it unbuilt; what is at most the size of its inputs is charged after. The rendered text is
+# counted as it is produced. Past a bound the sandbox's SecurityError says which.
 
 
-def sandbox(**options: Any) -> Any:
-    """A SandboxedEnvironment with StrictUndefined, the `pct` and `thousands` filters, and
-    bounded `*` and `**`."""
+@dataclass(frozen=True)
+class Limits:
+    """What one rendering may spend."""
+
+    what: str  # how messages name it: "a rule message", "a page"
+    work: int  # steps: loop iterations, calls, characters and items built, read or compared
+    output: int  # characters of rendered text
+
+
+MESSAGE = Limits("a rule message", work=200_000, output=64 * 1024)
+PAGE = Limits("a page", work=4_000_000, output=4 * 1024 * 1024)
+_COMPILING = Limits("work outside a rendering", work=0, output=0)
+MAX_DEPTH = 100  # nested calls: a macro calling itself without end stops here, with a message
+MAX_REPEAT = 100_000  # items one sequence repetition may produce
+MAX_POWER_BITS = 100_000  # bits of an integer power's or product's result
+_ACTIVE: ContextVar[_Budget | None] = ContextVar("dpguard_template_budget", default=None)
+
+
+def _refused(message: str) -> Exception:
+    from jinja2.sandbox import SecurityError
+
+    return SecurityError(message)
+
+
+class _Budget:
+    """What one rendering has left of its Limits."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.left = limits.work
+        self.written = 0
+        self.depth = 0
+
+    def spend(self, amount: int, what: str) -> None:
+        self.left -= amount
+        if self.left < 0:
+            raise _refused(
+                f"{what} goes over the work budget of {self.limits.what} "
+                f"({self.limits.work:,} steps: loop iterations, calls, characters built)"
+            )
+
+    def reserve(self, size: int, what: str) -> None:
+        """Spend `size` before building something that big: a refusal leaves it unbuilt."""
+        if size > self.left:
+            raise _refused(
+                f"{what} would build {size:,} characters, more than the {max(self.left, 0):,} "
+                f"left of the work budget of {self.limits.what} ({self.limits.work:,})"
+            )
+        self.left -= size
+
+    def write(self, chunks: Iterable[str]) -> Iterator[str]:
+        """The rendered text, counted as the template yields it."""
+        for chunk in chunks:
+            self.written += len(chunk)
+            if self.written > self.limits.output:
+                raise _refused(
+                    f"renders more than {self.limits.output:,} characters, the most "
+                    f"{self.limits.what} may have"
+                )
+            yield chunk
+
+
+_CONTAINERS = (list, tuple, set, frozenset, dict, KeysView, ValuesView, ItemsView)
+
+
+def _leaf_size(value: Any) -> int:
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, int):
+        return value.bit_length() * 3 // 10 + 1  # decimal digits, about
+    return 1
+
+
+def _is_container(value: Any) -> bool:
+    # jinja2.utils.Namespace prints its attributes; by name, as jinja2 is imported lazily
+    return isinstance(value, _CONTAINERS) or type(value).__name__ == "Namespace"
+
+
+def _items(node: Any) -> list[Any]:
+    if isinstance(node, dict):
+        return [*node.keys(), *node.values()]
+    if type(node).__name__ == "Namespace":
+        return _items(object.__getattribute__(node, "_Namespace__attrs"))
+    return list(node)
+
+
+def _size(value: Any, limit: int) -> int:
+    """About len(str(value)) without building it, for charging: a container counts each item
+    as often as it appears, so lists of shared lists count in full (a template can double a
+    list's printed size with each `[x, x]`). Distinct containers are walked once, without
+    recursion; past `limit` the walk stops and returns more than `limit`."""
+    if not _is_container(value):
+        return _leaf_size(value)
+    sizes: dict[int, int] = {}
+    pending: list[tuple[Any, bool]] = [(value, False)]
+    walked = 0
+    while pending:
+        node, expanded = pending.pop()
+        children = _items(node)
+        if expanded:
+            total = 2 + sum(sizes.get(id(c), _leaf_size(c)) + 2 for c in children)
+            sizes[id(node)] = min(total, limit + 1)
+        elif id(node) not in sizes:
+            walked += len(children)
+            if walked > limit:
+                return limit + 1
+            sizes[id(node)] = 5  # until expanded; a list that holds itself prints as [...]
+            pending.append((node, True))
+            pending.extend((c, False) for c in children if _is_container(c))
+    return sizes[id(value)]
+
+
+def _number(digits: str) -> int:
+    """A width written in a format, without int() of thousands of digits."""
+    return int(digits) if len(digits) <= 12 else 10**12
+
+
+def _printf_widths(form: str) -> int:
+    """The widths and precisions of a %-format summed, read as Python reads them (one pass)."""
+    total, i, n = 0, 0, len(form)
+    while (i := form.find("%", i)) != -1:
+        i += 1
+        if form.startswith("(", i):  # a mapping key, parentheses nested
+            depth, i = 1, i + 1
+            while i < n and depth:
+                depth += {"(": 1, ")": -1}.get(form[i], 0)
+                i += 1
+        while i < n and form[i] in "-#0 +":
+            i += 1
+        for part in ("width", "precision"):
+            if part == "precision":
+                if not form.startswith(".", i):
+                    break
+                i += 1
+            if form.startswith("*", i):
+                raise _refused(f"a * {part} in a % format is not supported in templates")
+            start = i
+            while i < n and form[i] in "0123456789":
+                i += 1
+            total += _number(form[start:i] or "0")
+        i += 1  # the conversion
+    return total
+
+
+_SPEC = re.compile(r"(?:.?[<>=^])?[-+ ]?z?#?0?(\d*)[,_]?(?:\.(\d*))?")
+
+
+def _format_widths(form: str) -> int:
+    """The widths and precisions of a str.format template summed."""
+    import string
+
+    total = 0
+    for _text, _field, spec, _conversion in string.Formatter().parse(form):
+        if not spec:
+            continue
+        if "{" in spec:
+            raise _refused("a field inside a format spec ({:{}}) is not supported in templates")
+        found = _SPEC.match(spec)
+        if found:
+            total += _number(found.group(1) or "0") + _number(found.group(2) or "0")
+    return total
+
+
+def _arg(args: tuple[Any, ...], kwargs: Mapping[str, Any], at: int, name: str, default: Any) -> Any:
+    return args[at] if len(args) > at else kwargs.get(name, default)
+
+
+def _width(value: Any) -> int:
+    return len(value) if isinstance(value, str) else int(value)
+
+
+def _occurrences(text: Any, old: Any, count: Any) -> int:
+    found = text.count(old) if old else len(text) + 1
+    return found if count is None or count < 0 else min(found, int(count))
+
+
+def _joined(items: list[Any], separator: Any, limit: int) -> int:
+    """The length of the items joined by `separator`, counted until past `limit`."""
+    total = len(str(separator)) * max(len(items) - 1, 0)
+    for item in items:
+        total += len(item) if isinstance(item, str) else len(str(item))
+        if total > limit:
+            break
+    return total
+
+
+def _summed(items: Any, start: Any, limit: int) -> int:
+    """What summing copies: nothing for numbers; from a list or tuple `start`, the running
+    total once per item (with the default start 0, lists do not add)."""
+    if not isinstance(start, (list, tuple)):
+        return 0
+    return (len(items) + 1) * (_size(items, limit) + _size(start, limit))
+
+
+# Filters whose result can outgrow their input: its size, from (value, args, kwargs, left).
+Growth = Callable[[Any, tuple[Any, ...], Mapping[str, Any], int], int]
+_FILTER_GROWTH: dict[str, Growth] = {
+    "center": lambda v, a, k, _: max(len(str(v)), _width(_arg(a, k, 0, "width", 80))),
+    "indent": lambda v, a, k, _: (
+        len(str(v)) + (str(v).count("\n") + 1) * max(_width(_arg(a, k, 0, "width", 4)), 0)
+    ),
+    "wordwrap": lambda v, a, k, _: (
+        (len(str(v)) + 1) * (1 + len(str(_arg(a, k, 2, "wrapstring", None) or "\n")))
+    ),
+    "replace": lambda v, a, k, _: (
+        len(str(v))
+        + _occurrences(str(v), str(_arg(a, k, 0, "old", "")), _arg(a, k, 2, "count", None))
+        * len(str(_arg(a, k, 1, "new", "")))
+    ),
+    "format": lambda v, a, k, _: len(str(v)) + _printf_widths(str(v)),
+    "join": lambda v, a, k, left: _joined(v, _arg(a, k, 0, "d", ""), left),
+    "batch": lambda v, a, k, left: _size(v, left) + max(int(_arg(a, k, 0, "linecount", 0)), 0),
+    "slice": lambda v, a, k, left: _size(v, left) + max(int(_arg(a, k, 0, "slices", 0)), 0),
+    "sum": lambda v, a, k, left: _summed(v, _arg(a, k, 1, "start", 0), left),
+    "urlize": lambda v, a, k, _: (
+        (len(str(v)) + 1)
+        * (64 + len(str(_arg(a, k, 2, "target", ""))) + len(str(_arg(a, k, 3, "rel", ""))))
+    ),
+}
+
+
+def _method_growth(method: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> int:
+    """The size of what a str, bytes or int method that multiplies would build; 0 for others."""
+    name, owner = getattr(method, "__name__", ""), getattr(method, "__self__", None)
+    text: Any = owner  # str or bytes below: their methods take the same arguments
+    if isinstance(owner, (str, bytes)):
+        if name in ("center", "ljust", "rjust", "zfill"):
+            return max(len(text), _width(_arg(args, kwargs, 0, "width", 0)))
+        if name == "replace":
+            old, new = _arg(args, kwargs, 0, "old", ""), _arg(args, kwargs, 1, "new", "")
+            return len(text) + _occurrences(text, old, _arg(args, kwargs, 2, "count", -1)) * len(
+                new
+            )
+        if name == "expandtabs":
+            tab = "\t" if isinstance(owner, str) else b"\t"
+            return len(text) + text.count(tab) * max(int(_arg(args, kwargs, 0, "tabsize", 8)), 0)
+        if name == "translate":
+            table = _arg(args, kwargs, 0, "table", None)
+            values = table.values() if isinstance(table, dict) else table or ()
+            longest = max((len(v) for v in values if isinstance(v, (str, bytes))), default=1)
+            return len(text) * longest
+    if isinstance(owner, int) and name == "to_bytes":
+        return max(int(_arg(args, kwargs, 0, "length", 1)), 0)
+    return 0
+
+
+def _call_name(obj: Any) -> str:
+    """How a refusal names what was called: a macro by its name, a function or method by its."""
+    return str(getattr(obj, "name", None) or getattr(obj, "__name__", None) or "a function")
+
+
+def _charge_call(
+    budget: _Budget, obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    """Charge a call before it runs: one step, what it reads, what it would build. Returns the
+    arguments, the iterable of a str.join read whole so that it could be sized."""
+    what = f"calling {_call_name(obj)}"
+    owner = getattr(obj, "__self__", None)
+    if getattr(obj, "__name__", "") == "join" and isinstance(owner, (str, bytes)) and args:
+        args = (list(args[0]), *args[1:])
+        budget.reserve(_joined(args[0], owner, budget.left), what)
+    read = sum(_size(v, budget.left) for v in (owner, *args, *kwargs.values()))
+    budget.spend(1 + read, what)
+    budget.reserve(_method_growth(obj, args, kwargs), what)
+    return args
+
+
+def sandbox(limits: Limits = PAGE, **options: Any) -> Any:
+    """A SandboxedEnvironment with StrictUndefined, the `pct` and `thousands` filters, and every
+    rendering held to `limits` (see above); `lipsum` is gone (lipsum(10**9) is a loop)."""
     from jinja2 import StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment, SecurityError
 
-    def too_big(operator: str, left: Any, right: Any) -> str | None:
-        ints = isinstance(left, int) and isinstance(right, int)
-        if operator == "**" and ints and right > 0 and left.bit_length() * right > MAX_POWER_BITS:
-            return f"{left.bit_length()}-bit number to the power {right} is too large"
-        if operator == "*":
-            for seq, n in ((left, right), (right, left)):
-                sized = isinstance(seq, (str, list, tuple)) and isinstance(n, int)
-                if sized and len(seq) * n > MAX_REPEAT:
-                    return f"repetition would make {len(seq) * n} items (at most {MAX_REPEAT})"
-        return None
-
-    class Bounded(SandboxedEnvironment):
-        intercepted_binops = frozenset(("*", "**"))
-
-        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-            problem = too_big(operator, left, right)
-            if problem:
-                raise SecurityError(problem)
-            return super().call_binop(context, operator, left, right)
-
-    env = Bounded(undefined=StrictUndefined, autoescape=False, **options)
+    env = _bounded_class()(limits, undefined=StrictUndefined, autoescape=False, **options)
+    env.globals.pop("lipsum", None)
     env.filters["pct"] = pct
     env.filters["thousands"] = thousands
+    env.filters = {
+        name: _metered(env, f, f"the {name} filter", _FILTER_GROWTH.get(name))
+        for name, f in env.filters.items()
+    }
+    env.tests = {name: _metered(env, f, f"the {name} test") for name, f in env.tests.items()}
     return env
+
+
+def _metered(
+    env: Any, func: Callable[..., Any], what: str, growth: Growth | None = None
+) -> Callable[..., Any]:
+    """A filter or test that charges what it reads, and what it builds: before, by `growth`,
+    when that can outgrow its input; else after."""
+    from jinja2.utils import _PassArg
+
+    offset = 1 if _PassArg.from_obj(func) else 0  # the context/environment argument
+
+    @wraps(func)
+    def metered(*args: Any, **kwargs: Any) -> Any:
+        budget = env.budget()
+        if len(args) > offset:
+            value = args[offset]
+            if growth is not None and not isinstance(value, Sized):  # join, sum: read whole,
+                value = list(value)  # to be sized before they run
+                args = (*args[:offset], value, *args[offset + 1 :])
+            budget.spend(1 + _size(value, budget.left), what)
+            for other in (*args[offset + 1 :], *kwargs.values()):
+                budget.spend(_size(other, budget.left), what)
+            if growth is not None:
+                budget.reserve(growth(value, args[offset + 1 :], kwargs, budget.left), what)
+        result = func(*args, **kwargs)
+        if growth is None and isinstance(result, (str, *_CONTAINERS)):
+            budget.spend(_size(result, budget.left), what)
+        return result
+
+    return metered
+
+
+@cache
+def _bounded_class() -> type:
+    """The sandbox, its code generator and its template class (built once: jinja2 is imported
+    only when a template is)."""
+    from jinja2 import Template, nodes
+    from jinja2.compiler import CodeGenerator, operators
+    from jinja2.runtime import markup_join, str_join
+    from jinja2.sandbox import SandboxedEnvironment, safe_range
+
+    class Metered(CodeGenerator):
+        """Compiles templates that report their work: loop iterations, captured output, joins,
+        comparisons and dict keys (hashing a tuple of shared tuples walks all of it)."""
+
+        def buffer(self, frame: Any) -> None:  # {% set %} blocks, macros, filter blocks
+            frame.buffer = self.temporary_identifier()
+            self.writeline(f"{frame.buffer} = environment.metered_buffer()")
+
+        def enter_frame(self, frame: Any) -> None:
+            super().enter_frame(frame)
+            if frame.loop_frame:  # entered at the top of a for loop's body
+                self.writeline("environment.count_step('a loop iteration')")
+
+        def visit_Concat(self, node: Any, frame: Any) -> None:
+            markup = "False"
+            if frame.eval_ctx.volatile:
+                markup = "context.eval_ctx.volatile"
+            elif frame.eval_ctx.autoescape:
+                markup = "True"
+            self.write("environment.joined((")
+            for part in node.nodes:
+                self.visit(part, frame)
+                self.write(", ")
+            self.write(f"), {markup})")
+
+        def charged(self, node: Any, frame: Any) -> None:
+            """An expression charged by its size when it runs (a constant is bounded by the
+            template's own text)."""
+            if isinstance(node, nodes.Const):
+                self.visit(node, frame)
+                return
+            self.write("environment.charged(")
+            self.visit(node, frame)
+            self.write(")")
+
+        def visit_Compare(self, node: Any, frame: Any) -> None:
+            self.write("(")
+            self.charged(node.expr, frame)
+            for operand in node.ops:
+                self.visit(operand, frame)
+            self.write(")")
+
+        def visit_Operand(self, node: Any, frame: Any) -> None:
+            self.write(f" {operators[node.op]} ")
+            self.charged(node.expr, frame)
+
+        def visit_Dict(self, node: Any, frame: Any) -> None:
+            self.write("{")
+            for i, item in enumerate(node.items):
+                self.write(", " if i else "")
+                self.charged(item.key, frame)
+                self.write(": ")
+                self.visit(item.value, frame)
+            self.write("}")
+
+    class BoundedTemplate(Template):
+        def render(self, *args: Any, **kwargs: Any) -> str:
+            budget = _Budget(self.environment.limits)  # type: ignore[attr-defined]  # a Bounded
+            token = _ACTIVE.set(budget)
+            try:
+                context = self.new_context(dict(*args, **kwargs))
+                return "".join(budget.write(self.root_render_func(context)))
+            except Exception:
+                self.environment.handle_exception()
+                raise  # handle_exception raises; this line is for the type checker
+            finally:
+                _ACTIVE.reset(token)
+
+        def generate(self, *args: Any, **kwargs: Any) -> Iterator[str]:
+            yield self.render(*args, **kwargs)  # one budget for the whole text
+
+    class MeteredBuffer(list[str]):
+        def __init__(self, budget: _Budget) -> None:
+            super().__init__()
+            self.budget = budget
+
+        def append(self, item: str) -> None:
+            self.budget.spend(_leaf_size(item), "captured output")
+            super().append(item)
+
+        def extend(self, items: Iterable[str]) -> None:
+            parts = tuple(items)
+            self.budget.spend(sum(map(_leaf_size, parts)), "captured output")
+            super().extend(parts)
+
+    class Bounded(SandboxedEnvironment):
+        code_generator_class = Metered
+        template_class = BoundedTemplate
+        intercepted_binops = frozenset(("+", "*", "%", "**"))
+
+        def __init__(self, limits: Limits, **options: Any) -> None:
+            super().__init__(finalize=self.charged, **options)
+            self.limits = limits
+            self.globals["range"] = self.range
+
+        def budget(self) -> _Budget:
+            """The rendering's budget; outside one, none: Jinja folds constant expressions while
+            it compiles (`{{ 'a' | center(10**6) }}` a thousand times would be built then), and
+            an operation refused there is left for the rendering, under its budget."""
+            return _ACTIVE.get() or _Budget(_COMPILING)
+
+        def count_step(self, what: str) -> None:
+            self.budget().spend(1, what)
+
+        def charged(self, value: Any) -> Any:
+            budget = self.budget()
+            budget.spend(_size(value, budget.left), "reading a value")
+            return value
+
+        def metered_buffer(self) -> MeteredBuffer:
+            return MeteredBuffer(self.budget())
+
+        def joined(self, parts: tuple[Any, ...], markup: bool) -> str:
+            budget = self.budget()
+            budget.reserve(sum(_size(p, budget.left) for p in parts), "joining with ~")
+            return str(markup_join(parts) if markup else str_join(parts))
+
+        def range(self, *args: int) -> range:
+            numbers = safe_range(*args)
+            self.budget().spend(len(numbers), f"a range of {len(numbers):,} numbers")
+            return numbers
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            problem = _too_big(operator, left, right)
+            if problem:
+                raise _refused(problem)
+            budget = self.budget()
+            budget.reserve(_binop_size(operator, left, right, budget.left), f"{operator!r}")
+            return super().call_binop(context, operator, left, right)
+
+        def getitem(self, obj: Any, argument: Any) -> Any:
+            budget = self.budget()
+            budget.spend(_size(argument, budget.left), "a subscript")  # hashing a tuple key
+            value = super().getitem(obj, argument)
+            if isinstance(argument, slice):
+                budget.spend(_size(value, budget.left), "a slice")
+            return value
+
+        def wrap_str_format(self, value: Any) -> Any:
+            wrapped = super().wrap_str_format(value)
+            if wrapped is None:
+                return None
+            form: str = value.__self__
+
+            @wraps(wrapped)
+            def metered(*args: Any, **kwargs: Any) -> Any:
+                budget = self.budget()
+                values = (*args, *kwargs.values())
+                size = len(form) + _format_widths(form) + sum(_size(v, budget.left) for v in values)
+                budget.reserve(size, f"str.{value.__name__}")
+                return wrapped(*args, **kwargs)
+
+            return metered
+
+        def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+            budget = __self.budget()
+            args = _charge_call(budget, __obj, args, kwargs)
+            if budget.depth >= MAX_DEPTH:
+                raise _refused(
+                    f"calls nest more than {MAX_DEPTH} deep (calling {_call_name(__obj)}): "
+                    "a macro that calls itself without end?"
+                )
+            budget.depth += 1
+            try:
+                result = super().call(__context, __obj, *args, **kwargs)
+            finally:
+                budget.depth -= 1
+            budget.spend(_size(result, budget.left), f"calling {_call_name(__obj)}")
+            return result
+
+    return Bounded
+
+
+def _too_big(operator: str, left: Any, right: Any) -> str | None:
+    """A repetition or integer power/product past the per-operation caps."""
+    ints = isinstance(left, int) and isinstance(right, int)
+    if operator == "**" and ints and right > 0 and left.bit_length() * right > MAX_POWER_BITS:
+        return f"{left.bit_length()}-bit number to the power {right} is too large"
+    if operator == "*" and ints and left.bit_length() + right.bit_length() > MAX_POWER_BITS:
+        return f"{left.bit_length()}-bit number times {right.bit_length()}-bit number is too large"
+    if operator == "*":
+        for seq, n in ((left, right), (right, left)):
+            sized = isinstance(seq, (str, list, tuple)) and isinstance(n, int)
+            if sized and len(seq) * n > MAX_REPEAT:
+                return f"repetition would make {len(seq) * n} items (at most {MAX_REPEAT})"
+    return None
+
+
+def _binop_size(operator: str, left: Any, right: Any, limit: int) -> int:
+    """What an intercepted operator builds or reads, before it runs."""
+    if operator == "%" and isinstance(left, str):
+        return len(left) + _printf_widths(left) + _size(right, limit)
+    if operator == "*":
+        for seq, n in ((left, right), (right, left)):
+            if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
+                return _size(seq, limit) * max(n, 0)
+    return _size(left, limit) + _size(right, limit)
 
 
 def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
