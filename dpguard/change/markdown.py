@@ -3,6 +3,8 @@ summary table of every changed file with the totals, then the details of each.
 
 Numbers are worded here (the same words as the text format); the template only lays them out.
 The first line is a marker, distinct from review's, so a CI job updates its own comment.
+Text from files (paths, changed values, finding messages) is escaped here, as review's comment
+escapes it (`dpguard.reporters.markdown.cell`, `code_span`): the template inserts it as it is.
 """
 
 from __future__ import annotations
@@ -28,15 +30,17 @@ from dpguard.change.render import (
 from dpguard.errors import ConfigError
 from dpguard.findings import Finding
 from dpguard.policy.templates import pct
-from dpguard.reporters.markdown import cell
+from dpguard.reporters.markdown import cell, code_span
+from dpguard.reporters.safe import guard, visible
 
 TEMPLATE = "diff.md.j2"
 
 
 def pipe(text: str) -> str:
-    """dpguard's own wording in a table cell (no `cell` escaping, so arrows stay arrows):
-    only a pipe would break the row."""
-    return text.replace("|", "\\|")
+    """dpguard's own wording in a table cell (no `cell` escaping, so arrows stay arrows): only a
+    pipe would break the row, and the file text in it (a path, a changed value) is `visible`,
+    so it cannot break the line either."""
+    return visible(text).replace("|", "\\|")
 
 
 def _delta(value: float | None, frac: float | None) -> str:
@@ -47,7 +51,7 @@ def _finding(f: Finding) -> dict[str, str]:
     return {
         "severity": f.severity.value + (" (waived)" if f.waived else ""),
         "code": f.code,
-        "where": f"{f.path}:{f.line}:{f.col}",
+        "where": pipe(f"{f.path}:{f.line}:{f.col}"),
         "message": cell(f.message),
     }
 
@@ -57,7 +61,7 @@ def _change(c: Change, report: ChangeReport) -> dict[str, Any]:
     cur = report.currency
     both = b is not None and a is not None
     return {
-        "path": c.path.replace("`", "'"),
+        "path": code_span(c.path),
         "status": cell(status_text(c, report)),
         "layout": pipe(arrow(layout(b), layout(a))),
         "gpu_hours": arrow(hours(b.gpu_hours) if b else None, hours(a.gpu_hours) if a else None),
@@ -85,7 +89,9 @@ def context(report: ChangeReport) -> dict[str, Any]:
         "commit": report.commit[:12] if report.commit else None,
         "currency": cur,
         "changes": [_change(c, report) for c in report.changes],
-        "unreadable": [{"path": p, "message": cell(why)} for p, why in report.unreadable],
+        "unreadable": [
+            {"path": code_span(p), "message": cell(why)} for p, why in report.unreadable
+        ],
         "totals": {
             "gpu_hours": f"{hours(t['gpu_hours_before'])} -> {hours(t['gpu_hours_after'])}",
             "gpu_hours_delta": _delta(t["gpu_hours_delta"], t["gpu_hours_fraction"]),
@@ -119,5 +125,6 @@ def render_markdown(report: ChangeReport, *, color: bool = False) -> str:
     lines: list[str] = []
     for line in text.splitlines():  # collapse the blank-line runs block tags leave
         if line.strip() or (lines and lines[-1].strip()):
-            lines.append(line.rstrip())
+            # the template places values at line starts too: none may start a workflow command
+            lines.append(guard(line.rstrip()))
     return "\n".join(lines).strip() + "\n"

@@ -1,11 +1,11 @@
 """Renderers of a `ChangeReport`: json (the contract, schemas/diff.schema.json), text, github
 (annotations on the lines whose change moved the cost) and markdown (a pull-request comment,
-templates/diff.md.j2). Each returns text, never prints, and is deterministic.
+templates/diff.md.j2). Each returns text, never prints, and is deterministic. Paths, keys and
+values from files are escaped as in review's reports (`dpguard.reporters.safe`).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from dpguard import __version__
@@ -13,6 +13,7 @@ from dpguard.change.model import Change, ChangeReport, KeyChange, Side
 from dpguard.findings import Finding, Severity
 from dpguard.policy.templates import pct
 from dpguard.reporters.model import finding_dict
+from dpguard.reporters.safe import escape_data, escape_property, json_text, safe_line
 
 DIFF_VERSION = 1
 MARKER = "<!-- dpguard-diff -->"
@@ -117,7 +118,7 @@ def report_dict(report: ChangeReport) -> dict[str, Any]:
 
 
 def render_json(report: ChangeReport, *, color: bool = False) -> str:
-    return json.dumps(report_dict(report), indent=2, sort_keys=True) + "\n"
+    return json_text(report_dict(report))
 
 
 # ---- shared wording ------------------------------------------------------------------------
@@ -265,7 +266,8 @@ def render_text(report: ChangeReport, *, color: bool = False) -> str:
     for path, why in report.unreadable:
         lines.append(f"{path}: cannot be compared: {why}")
     lines += total_lines(report)
-    return "\n".join(lines) + "\n"
+    # every line holds file text (paths, changed values, finding messages) and none is colored
+    return "\n".join(map(safe_line, lines)) + "\n"
 
 
 # ---- github --------------------------------------------------------------------------------
@@ -274,7 +276,7 @@ def render_text(report: ChangeReport, *, color: bool = False) -> str:
 def render_github(report: ChangeReport, *, color: bool = False) -> str:
     """The new findings at their lines, and a notice on each changed key of a manifest whose
     cost moved, saying by how much."""
-    from dpguard.reporters.github import annotation, escape_data, escape_property
+    from dpguard.reporters.github import annotation
 
     lines: list[str] = []
     for c in report.changes:
@@ -295,5 +297,5 @@ def render_github(report: ChangeReport, *, color: bool = False) -> str:
                 f"title={escape_property(title)}"
             )
             lines.append(f"::notice {props}::{escape_data(message)}")
-    lines += total_lines(report)
+    lines += map(safe_line, total_lines(report))  # plain log lines (the currency is a policy's)
     return "\n".join(lines) + "\n"

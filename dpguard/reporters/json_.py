@@ -1,11 +1,12 @@
 """`json`: a versioned document (``"version": 1``) whose shape is `schemas/report.schema.json`.
 
-Written with sorted keys and a fixed indent so the same input gives byte-identical output.
+Written with sorted keys and a fixed indent so the same input gives byte-identical output, and
+with every string escaped so that no line of it can be read as a CI workflow command
+(`dpguard.reporters.safe.json_text`).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from dpguard.check import FileResult
@@ -19,6 +20,7 @@ from dpguard.reporters.model import (
     finding_dict,
     policy_sets,
 )
+from dpguard.reporters.safe import json_text
 
 
 def decision_dict(result: FileResult) -> dict[str, Any] | None:
@@ -71,4 +73,4 @@ def report_dict(report: Report) -> dict[str, Any]:
 
 
 def render_json(report: Report, *, color: bool = False) -> str:
-    return json.dumps(report_dict(report), indent=2, sort_keys=True) + "\n"
+    return json_text(report_dict(report))

@@ -5,51 +5,60 @@ of one rule share its case), plus a passing ``schema`` case for a manifest that 
 validated. A case fails when one of its findings blocks (``--fail-on``); non-blocking findings
 (warnings under ``--fail-on error``, waived findings) are listed in ``<system-out>``. Each suite's
 ``<properties>`` name the policy sets (name, version, digest) that judged it.
+
+Text from files is escaped as in the text report (`dpguard.reporters.safe`): the serialiser
+handles ``<`` and ``&`` but writes a line break in element text as it is, and a CI job may print
+the file into its log, where a line of it must not start a workflow command; the controls it
+escapes are also the characters XML 1.0 cannot carry at all.
 """
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 
 from dpguard.check import FileResult
 from dpguard.findings import Finding
 from dpguard.reporters.model import Report, policy_line, rule_info
-
-# Characters XML 1.0 cannot carry at all, even escaped.
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+from dpguard.reporters.safe import safe_line, visible
 
 
-def _clean(text: str) -> str:
-    return _NOT_XML.sub("\ufffd", text)
+def _lines(findings: list[Finding]) -> str:
+    """One line per finding, file text escaped: the only line breaks are dpguard's."""
+    return "\n".join(safe_line(f.format()) for f in findings)
 
 
 def _suite(report: Report, result: FileResult) -> ET.Element:
     by_code: dict[str, list[Finding]] = {}
     for finding in result.findings:
         by_code.setdefault(finding.code, []).append(finding)
-    suite = ET.Element("testsuite", name=_clean(result.path))
+    path = visible(result.path)
+    suite = ET.Element("testsuite", name=path)
     cases: list[ET.Element] = []
     policies = result.judged_by or report.policies
     if policies is not None:  # which rules judged: names, versions, digests
         properties = ET.Element("properties")
         line = policy_line(policies).removeprefix("policies: ")
-        ET.SubElement(properties, "property", name="dpguard.policies", value=_clean(line))
+        ET.SubElement(properties, "property", name="dpguard.policies", value=visible(line))
+        if result.config:  # which configuration judged the file
+            ET.SubElement(
+                properties, "property", name="dpguard.config", value=visible(result.config)
+            )
         cases.append(properties)
     if result.passed_schema:
-        cases.append(ET.Element("testcase", classname=_clean(result.path), name="schema"))
+        cases.append(ET.Element("testcase", classname=path, name="schema"))
     failures = 0
     for code, findings in by_code.items():
         info = rule_info(report, code)
-        case = ET.Element("testcase", classname=_clean(result.path), name=f"{code} {info.title}")
+        case = ET.Element("testcase", classname=path, name=visible(f"{code} {info.title}"))
         blocking = [f for f in findings if report.blocking(f, result)]
         if blocking:
             failures += 1
-            failure = ET.SubElement(case, "failure", message=_clean(blocking[0].message), type=code)
-            failure.text = _clean("\n".join(f.format() for f in blocking))
+            message = visible(blocking[0].message)
+            failure = ET.SubElement(case, "failure", message=message, type=code)
+            failure.text = _lines(blocking)
         rest = [f for f in findings if not report.blocking(f, result)]
         if rest:
-            ET.SubElement(case, "system-out").text = _clean("\n".join(f.format() for f in rest))
+            ET.SubElement(case, "system-out").text = _lines(rest)
         cases.append(case)
     suite.set("tests", str(sum(1 for c in cases if c.tag == "testcase")))
     suite.set("failures", str(failures))

@@ -3,6 +3,11 @@ one-page plan (`dpguard.planner.render.render_markdown`, headings moved down thr
 they nest under the manifest's heading).
 
 The first line is an HTML comment marker so a CI job can find and update its own comment.
+
+Text from files never ends a table row, a code span or a line early: in a table cell it is
+escaped (`cell`), in a heading's code span its control characters are, and each line of the plan
+page (whose description is the manifest's free text) is made safe as a line of the text report
+(`dpguard.reporters.safe`), since a CI job may print the comment into its log.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import re
 
 from dpguard.check import FileResult
 from dpguard.reporters.model import Report, decision_text, policy_lines, summary_line
+from dpguard.reporters.safe import escape_controls, safe_line, visible
 
 MARKER = "<!-- dpguard-review -->"
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
@@ -19,8 +25,18 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def cell(text: str) -> str:
-    """Text that stays literal inside a GitHub-flavoured Markdown table cell."""
-    return _SPECIAL.sub(r"\\\1", " ".join(text.split()))
+    """Text that stays literal inside a GitHub-flavoured Markdown table cell, on one line: every
+    whitespace run (line breaks included, which would end the row) as one space, the other
+    controls shown as escapes (``\\x1b``), and every character Markdown would read (``|`` ends the
+    cell, a backtick opens a code span, ``[`` a link, so no ``##[`` is left either) escaped with
+    a backslash."""
+    return _SPECIAL.sub(r"\\\1", escape_controls(" ".join(text.split())))
+
+
+def code_span(text: str) -> str:
+    """File text inside a single-backtick code span on one line: nothing is escaped inside a
+    code span, so a backtick, which would close it, becomes a quote."""
+    return visible(text).replace("`", "'")
 
 
 def demote(markdown: str, levels: int = 3) -> str:
@@ -37,8 +53,7 @@ def demote(markdown: str, levels: int = 3) -> str:
 
 def _manifest(report: Report, result: FileResult) -> list[str]:
     status = "failed" if report.failed(result) else "passed"
-    path = result.path.replace("`", "'")
-    lines = [f"### `{path}`: {status}", ""]
+    lines = [f"### `{code_span(result.path)}`: {status}", ""]
     if result.findings:
         lines += ["| severity | rule | line:col | message |", "|---|---|---|---|"]
         for f in result.findings:
@@ -53,7 +68,8 @@ def _manifest(report: Report, result: FileResult) -> list[str]:
     if result.plan is not None and policies is not None:
         from dpguard.planner.render import render_markdown  # imports this package: import late
 
-        lines += ["", demote(render_markdown(result.plan, policies)).rstrip("\n")]
+        page = demote(render_markdown(result.plan, policies)).rstrip("\n")
+        lines += ["", *map(safe_line, page.split("\n"))]
     return lines
 
 

@@ -27,12 +27,15 @@ INFORMATION_URI = "https://dpguard.dev/"
 # Codes that are neither policy rules nor loading/schema/cross-field codes (dpguard.codes).
 ENGINE_CODES = {
     "P001": "no decision row of the policies matches the manifest",
+    "D001": "internal error while checking this file (a bug in dpguard; the other files were "
+    "still checked)",
 }
 CODE_FAMILIES = {
     "Y": "YAML loading",
     "S": "manifest schema",
     "X": "manifest cross-field check",
     "P": "policy engine",
+    "D": "dpguard itself",
 }
 
 
@@ -151,7 +154,8 @@ def relative_uri(path: str) -> str:
             p = p.relative_to(Path.cwd())
         except ValueError:
             return p.as_uri()
-    return quote(p.as_posix().replace(os.sep, "/"), safe="/")
+    # a name that is not UTF-8 comes as surrogateescape'd str: percent-encode its own bytes
+    return quote(p.as_posix().replace(os.sep, "/"), safe="/", errors="surrogateescape")
 
 
 def _plural(n: int, word: str) -> str:
@@ -276,6 +280,18 @@ def policy_lines(report: Report) -> list[str]:
         which = f": {', '.join(group.paths)}" if len(groups) > 1 else ""
         lines.append(f"{policy_line(group.policies)} [config {display(group.config)}{which}]")
     return lines
+
+
+def config_lines(report: Report) -> list[str]:
+    """The configuration that judged the files, for the hook's --quiet: nothing when no
+    .dpguard.yaml judged them, one line per config otherwise (with its files when several)."""
+    from dpguard.config import display
+
+    groups = [g for g in report.groups() if g.config]
+    many = len(report.groups()) > 1
+    return [
+        f"config {display(g.config)}" + (f": {', '.join(g.paths)}" if many else "") for g in groups
+    ]
 
 
 def policy_sets(report: Report) -> list[dict[str, str]]:

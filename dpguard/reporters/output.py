@@ -108,15 +108,15 @@ def emit(text: str) -> None:
         stdout.write(text)
         stdout.flush()
     except BrokenPipeError:
-        _drop_stdout()
+        drop_stdout()
     except OSError as exc:
-        _drop_stdout()
+        drop_stdout()
         raise OutputError(
             f"cannot write the report to standard output: {exc.strerror or exc}"
         ) from None
 
 
-def _drop_stdout() -> None:
+def drop_stdout() -> None:
     """Point stdout at devnull: Python flushes what is still buffered again at exit, and would
     fail the same way (a second message, exit 120). A stdout with no descriptor (a test's
     capture) has nothing to point."""

@@ -5,12 +5,12 @@ policy's `docs` as help text (or the code's description for the Y/S/X loading, s
 cross-field codes); each result points at its rule by id and index and at the file by a relative
 URI and a 1-based line and column. Waived findings carry an accepted external suppression, so
 code scanning shows them as dismissed rather than open, justified by the waiver's reason, owner
-and expiry and located at the waiver.
+and expiry and located at the waiver. Written as the JSON report is
+(`dpguard.reporters.safe.json_text`): every string exact, no line a CI workflow command.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from dpguard.findings import Finding, Severity
@@ -24,6 +24,7 @@ from dpguard.reporters.model import (
     rule_info,
     split_location,
 )
+from dpguard.reporters.safe import json_text
 
 SCHEMA_URI = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -113,11 +114,16 @@ def sarif_dict(report: Report) -> dict[str, Any]:
                 },
                 "columnKind": "unicodeCodePoints",
                 "results": [_result(f, index[f.code]) for f in report.findings],
-                "properties": {"policies": policy_sets(report)},
+                "properties": {"policies": policy_sets(report), "configs": _configs(report)},
             }
         ],
     }
 
 
+def _configs(report: Report) -> list[dict[str, Any]]:
+    """Which configuration judged which files (none: no .dpguard.yaml judged them)."""
+    return [{"config": g.config, "files": list(g.paths)} for g in report.groups() if g.config]
+
+
 def render_sarif(report: Report, *, color: bool = False) -> str:
-    return json.dumps(sarif_dict(report), indent=2, sort_keys=True) + "\n"
+    return json_text(sarif_dict(report))
