@@ -4,7 +4,7 @@ for a problem inside a file, so one broken manifest never stops the others."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +95,24 @@ def check_file(
     return FileResult(
         path, tuple(sorted(warnings + outcome.findings)), manifest, outcome, plan, fmt
     )
+
+
+INTERNAL = "D001"  # the finding of a bug met in one file (reporters.model.ENGINE_CODES)
+
+
+def crashed(path: str, exc: BaseException) -> FileResult:
+    """One file's internal error as that file's finding (D001), so that a bug met in one file
+    never loses the others' findings; the caller ends the call with exit 3 once every file is
+    reported (the traceback goes to stderr with --debug)."""
+    what = f"{type(exc).__name__}: {exc}"
+    if len(what) > 300:  # an exception may quote the file's content
+        what = what[:300] + "..."
+    message = f"internal error while checking this file: {what} (this is a bug in dpguard)"
+    return FileResult(path, (Finding(path, 1, 1, INTERNAL, Severity.ERROR, message),), None)
+
+
+def is_crashed(findings: Iterable[Finding]) -> bool:
+    return any(f.code == INTERNAL for f in findings)
 
 
 def load_any(

@@ -99,6 +99,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return ExitCode.OK
+    except OSError as exc:  # stdout on a full disk (`dpguard bubble > /dev/full`): not a bug
+        from dpguard.reporters.output import drop_stdout
+
+        drop_stdout()
+        print(f"dpguard: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return ExitCode.CANNOT_RUN
     except Exception as exc:
         if debug:
             traceback.print_exc()

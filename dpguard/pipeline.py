@@ -6,12 +6,13 @@ reporters only format. The command (commands/review.py) parses arguments, prints
 from __future__ import annotations
 
 import datetime as dt
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from dpguard.catalog import load_catalog
-from dpguard.check import FileResult, check_file
-from dpguard.errors import InputError
+from dpguard.check import FileResult, check_file, crashed
+from dpguard.errors import DpguardError, InputError
 from dpguard.judges import judges, unused_waiver_warnings
 from dpguard.reporters.model import Report, released
 
@@ -29,6 +30,7 @@ class Reviewed:
     report: Report
     errors: tuple[str, ...]  # files that could not be read (exit 2), one message each
     warnings: tuple[str, ...]  # unused waivers
+    internal: tuple[str, ...] = ()  # a bug met in a file (exit 3): one message, or traceback
 
 
 def review(
@@ -41,17 +43,21 @@ def review(
     shows_plan: bool = True,
     lines_only: bool = False,
     all_waivers: bool = False,
+    debug: bool = False,
 ) -> Reviewed:
     """Judge `paths` (files, as dpguard.discover.expand gives them). `policies` layer over each
     file's stack, `config` pins one .dpguard.yaml for all; a broken config, stack or waivers
     file raises before any file is judged. `shows_plan` / `lines_only`: what the report
     prints (SHOWS_PLAN, LINES_ONLY). `all_waivers`: warn about every waiver no finding used,
-    not only those whose files were all checked in this call."""
+    not only those whose files were all checked in this call. A bug met in one file is that
+    file's D001 finding and one `internal` message (its traceback with `debug`); the other files
+    are still checked."""
     judge_of, here = judges(paths, policies, config, fail_on, today)
     used: dict[str, set[int]] = {}
     catalog = load_catalog()
     results: list[FileResult] = []
     unreadable: list[tuple[str, str]] = []
+    internal: list[str] = []
     for path in paths:
         judge = judge_of[path]
         cfg = judge.config
@@ -60,6 +66,16 @@ def review(
         except InputError as exc:  # reported; the others are still checked; exit 2 at the end
             unreadable.append((path, str(exc)))
             continue
+        except DpguardError:  # dpguard's own configuration is broken (exit 2): no file is judged
+            raise
+        except Exception as exc:  # a bug: this file's finding, the others still checked
+            result = crashed(path, exc)
+            internal.append(
+                traceback.format_exc().rstrip()
+                if debug
+                else f"dpguard: internal error in {path} (a bug in dpguard, its D001 finding): "
+                "rerun with --debug for the traceback"
+            )
         if judge.waivers is not None:
             findings, hits = judge.waivers.apply(result.findings)
             used.setdefault(cfg.path, set()).update(hits)
@@ -69,4 +85,5 @@ def review(
     warnings = unused_waiver_warnings(judge_of, used, None if all_waivers else paths)
     first = here or next(iter(judge_of.values()))
     report = Report(tuple(results), first.fail_on, first.policies, tuple(unreadable))
-    return Reviewed(report, tuple(f"dpguard: error: {m}" for _, m in unreadable), warnings)
+    errors = tuple(f"dpguard: error: {m}" for _, m in unreadable)
+    return Reviewed(report, errors, warnings, tuple(internal))

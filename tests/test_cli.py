@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -392,11 +393,42 @@ def test_internal_error_exits_3_without_a_traceback(
     monkeypatch.setattr("dpguard.check.validate", _boom)
     code, out, err = run(capsys, "review", valid)
     assert code == 3
-    assert out == ""
-    assert err == (
-        "dpguard: internal error: RuntimeError: boom "
-        "(this is a bug in dpguard; rerun with --debug for the traceback)\n"
+    assert out.splitlines()[0] == (
+        f"{valid}:1:1: error D001 internal error while checking this file: RuntimeError: boom "
+        "(this is a bug in dpguard)"
     )
+    assert err == (
+        f"dpguard: internal error in {valid} (a bug in dpguard, its D001 finding): rerun with "
+        "--debug for the traceback\n"
+    )
+
+
+def test_a_bug_in_one_file_loses_no_other_file(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Per-file isolation: the crashing file is its own D001 finding, every other file is
+    judged and reported, the report is written, and the call ends with exit 3."""
+    import dpguard.check
+
+    real = dpguard.check.validate
+    good = [str(tmp_path / f"ok{i}.yaml") for i in range(3)]
+    bad = str(tmp_path / "bad.yaml")
+    for path in [*good, bad]:
+        shutil.copy(EXAMPLES / "small-dense.yaml", path)
+
+    def sometimes(doc: Any, *args: Any, **kwargs: Any) -> Any:
+        if doc.name == bad:
+            raise RuntimeError("boom")
+        return real(doc, *args, **kwargs)
+
+    monkeypatch.setattr("dpguard.check.validate", sometimes)
+    report = tmp_path / "report.json"
+    code, _out, _err = run(capsys, "review", *good, bad, "--format", "json", "-o", str(report))
+    assert code == 3
+    files = {f["path"]: f for f in json.loads(report.read_text(encoding="utf-8"))["files"]}
+    assert sorted(files) == sorted([*good, bad])
+    assert [x["code"] for x in files[bad]["findings"]] == ["D001"]
+    assert all(files[g]["findings"] == [] for g in good)
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
@@ -409,11 +441,7 @@ def test_internal_error_traceback_with_debug(
     code, _out, err = run(capsys, *argv)
     assert code == 3
     assert err.startswith("Traceback (most recent call last):\n")
-    assert "RuntimeError: boom\n" in err
-    assert err.endswith(
-        "dpguard: internal error: RuntimeError: boom "
-        "(this is a bug in dpguard; rerun with --debug for the traceback)\n"
-    )
+    assert err.endswith("RuntimeError: boom\n")
 
 
 def test_internal_error_in_the_loader_exits_3(

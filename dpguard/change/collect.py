@@ -12,10 +12,11 @@ The core never prints: what it cannot read is returned in `unreadable`, as revie
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -30,8 +31,8 @@ from dpguard.change.model import (
     currency,
     summarise,
 )
-from dpguard.check import FileResult, check_file
-from dpguard.errors import InputError
+from dpguard.check import FileResult, check_file, crashed
+from dpguard.errors import DpguardError, InputError
 from dpguard.gitrev import Baseline
 
 if TYPE_CHECKING:
@@ -76,7 +77,12 @@ class Run:
 
 
 def _check(run: Run, disk: str, display: str, judge: Judge, renames: Mapping[str, str]) -> Any:
-    result = check_file(disk, run.catalog, judge.policies, judge.config.defaults_for(display))
+    try:
+        result = check_file(disk, run.catalog, judge.policies, judge.config.defaults_for(display))
+    except DpguardError:  # unreadable (InputError) or dpguard's own configuration broken
+        raise
+    except Exception as exc:  # a bug: this version's D001 finding, the other files still compared
+        return crashed(display, exc)
     if disk == display and not renames:
         return result
 
@@ -181,6 +187,19 @@ def _write(root: Path, relative: str, data: bytes) -> str:
     return str(target)
 
 
+@contextlib.contextmanager
+def _standing_for_root(directory: str) -> Iterator[None]:
+    """The baseline's files, written out, read only among themselves (dpguard.confine): their
+    directory stands for the repository root while they are judged."""
+    from dpguard import confine
+
+    confine.add_root(directory)
+    try:
+        yield
+    finally:
+        confine.remove_root(directory)
+
+
 def against_revision(
     baseline: Baseline,
     files: Sequence[str],
@@ -199,7 +218,7 @@ def against_revision(
         renamed = {p: pairs[relative[p]] for p in files if now[p] and relative[p] in pairs}
         old.update(baseline.read(renamed.values()))
     gone = set(renamed.values())
-    with tempfile.TemporaryDirectory(prefix="dpguard-baseline-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dpguard-baseline-") as tmp, _standing_for_root(tmp):
         root = Path(tmp)
         written: dict[str, str] = {}  # repository path -> its old version on disk
         displays: dict[str, str] = {}  # old version on disk -> how reports name it

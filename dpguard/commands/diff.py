@@ -47,6 +47,7 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     from dpguard.change import FORMATS as CHANGE_FORMATS
     from dpguard.change import render_change
     from dpguard.change.collect import Run
+    from dpguard.check import is_crashed
     from dpguard.exitcodes import ExitCode
     from dpguard.judges import judges, unused_waiver_warnings
     from dpguard.reporters import Report, emit, write_atomic
@@ -65,6 +66,16 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     code = ExitCode.FAILED if failed else ExitCode.OK
     if report.unreadable:
         code = ExitCode.CANNOT_RUN
+    crashes = [
+        s.path for c in report.changes for s in (c.before, c.after) if s and is_crashed(s.findings)
+    ]
+    for path in crashes:
+        print(
+            f"dpguard: internal error in {path}: a bug in dpguard (its D001 finding)",
+            file=sys.stderr,
+        )
+    if crashes:  # after every file is compared and the report written
+        code = ExitCode.INTERNAL
     if args.format in CHANGE_FORMATS:
         text = render_change(report, args.format)
     else:

@@ -39,13 +39,14 @@ def dump_yaml(data: Any) -> str:
     return out.getvalue()
 
 
-# Every code dpguard prints that is not a policy rule: dpguard.codes (Y, S, X, F) and P001.
+# Every code dpguard prints that is not a policy rule: dpguard.codes (Y, S, X, F), P001, D001.
 FAMILIES = {
     "Y": ("YAML loading", "docs/manifest.md, hostile input"),
     "S": ("manifest schema", "docs/manifest.md and schemas/manifest.schema.json"),
     "X": ("manifest cross-field check", "docs/manifest.md, cross-field checks (with sources)"),
     "F": ("framework config reading", "docs/frameworks.md"),
     "P": ("policy engine", "docs/policies.md, how a manifest is judged"),
+    "D": ("dpguard itself", "docs/security.md, reporting a problem"),
 }
 
 
@@ -85,8 +86,9 @@ def run(args: argparse.Namespace) -> int:
             print(text)
             return 0
         from dpguard.codes import CODES
+        from dpguard.reporters.model import ENGINE_CODES
 
-        ids = [r.id for r in policies.rules] + [*CODES, "P001"]
+        ids = [r.id for r in policies.rules] + [*CODES, *ENGINE_CODES]
         raise UsageError(f"unknown rule {args.rule}{hint(args.rule, ids)}")
     policy_set = next(s for s in policies.sets if s.name == rule.policy)
     lines = [

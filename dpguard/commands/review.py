@@ -108,12 +108,15 @@ def run(args: argparse.Namespace) -> int:
         shows_plan=args.format in SHOWS_PLAN and not quiet,
         lines_only=args.format in LINES_ONLY,
         all_waivers=args.report_unused_waivers,
+        debug=args.debug,
     )
-    for line in (*reviewed.errors, *reviewed.warnings):
+    for line in (*reviewed.errors, *reviewed.internal, *reviewed.warnings):
         print(line, file=sys.stderr)
     report = reviewed.report
     failed = ExitCode.FAILED if report.summary()["failed"] else ExitCode.OK
     code = ExitCode.CANNOT_RUN if report.unreadable else failed
+    if reviewed.internal:  # after every file is reported and the report written
+        code = ExitCode.INTERNAL
     to_stdout = args.output is None or args.output == "-"
     color = to_stdout and _color(sys.stdout)  # never in a file
     if quiet:
