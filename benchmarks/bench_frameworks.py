@@ -8,6 +8,7 @@ start-up noise) and in cold processes, alternating (what a hook user waits for).
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -70,8 +71,11 @@ def measure(
 
     policies = load_policies()
     rows = []
+    configs = directory / "configs"  # beside the pointing manifests (source.path reads inside)
+    if not configs.exists():
+        shutil.copytree(FIXTURES, configs)
     for label, fixture in CASES.items():
-        config = FIXTURES / fixture
+        config = configs / fixture
         pointer = directory / f"{config.stem}-pointer.yaml"
         _pointer(pointer, config, set())
         missing = {

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dpguard import resources
+from dpguard.confine import Outside, confined
 from dpguard.errors import ConfigError
 from dpguard.yamlsource import SourceDoc, YamlLoadError, load_file
 
@@ -34,6 +35,12 @@ class Config:
     waivers: str | None = None
     fail_on: str | None = None
     defaults: tuple[tuple[str, SourceDoc], ...] = ()  # (glob, manifest keys) per entry
+    governs: bool = False  # `governs: subtree`: configs below may only add to it
+    # Set on a config below a governing one: the governing config, and what this one added
+    # (its policy files and waivers file), layered over the governing config's
+    authority: Config | None = None
+    added_policies: tuple[str, ...] = ()
+    added_waivers: str | None = None
 
     def defaults_for(self, path: str) -> tuple[SourceDoc, ...]:
         """The `defaults:` entries whose glob matches `path`, in file order."""
@@ -94,6 +101,12 @@ def load(path: Path) -> Config:
     data = doc.data
     base = path.parent
     waivers = data.get("waivers")
+    pointed = [(("policies", i), p) for i, p in enumerate(data.get("policies", ()))]
+    for where, value in [*pointed, *([(("waivers",), waivers)] if waivers else [])]:
+        try:  # a .dpguard.yaml may come with a pull request: it reads only inside the repository
+            confined(str(base / value), name, f"{where[0]}: {str(value)[:80]!r}")
+        except Outside as exc:
+            raise ConfigError(str(exc), doc.location(where)) from None
     return Config(
         path=name,
         policies=tuple(str(base / p) for p in data.get("policies", ())),
@@ -102,6 +115,42 @@ def load(path: Path) -> Config:
         waivers=str(base / waivers) if waivers else None,
         fail_on=data.get("fail_on"),
         defaults=tuple(_defaults(doc)),
+        governs=data.get("governs") == "subtree",
+    )
+
+
+# fail_on from the strictest: a config under a governing one may only move up this list
+_STRICTNESS = ("never", "error", "warning")
+
+
+def governed(authority: Config, nested: Config) -> Config:
+    """`nested` as it judges under `authority` (``governs: subtree``): the governing config's
+    policies, disable list, waivers and fail_on stand; the nested one adds policy sets and a
+    waivers file, and may make fail_on stricter. Disabling a rule or loosening fail_on is a
+    configuration error naming both files: a pull request that adds a config in its own
+    directory must not silence the team's rules there (its added sets are checked for
+    overrides and disables when they load, dpguard.judges)."""
+    where = f"{nested.path} is governed by {authority.path} (governs: subtree)"
+    if nested.disable:
+        raise ConfigError(
+            f"{where}: a nested config may add policies and waivers, not disable rules",
+            nested.disable_at[0] if nested.disable_at else nested.path,
+        )
+    mine, theirs = nested.fail_on, authority.fail_on or "error"
+    if mine is not None and _STRICTNESS.index(mine) < _STRICTNESS.index(theirs):
+        raise ConfigError(f"{where}: fail_on {mine} is looser than its fail_on {theirs}")
+    return Config(
+        path=nested.path,
+        policies=(*authority.policies, *nested.policies),
+        disable=authority.disable,
+        disable_at=authority.disable_at,
+        waivers=authority.waivers,
+        fail_on=mine or authority.fail_on,
+        defaults=nested.defaults,  # facts about the files, nearest first as without authority
+        governs=nested.governs,
+        authority=authority,
+        added_policies=nested.policies,
+        added_waivers=nested.waivers,
     )
 
 
@@ -139,7 +188,8 @@ class Discovery:
     def __init__(self, pin: str | None = None) -> None:
         self._pinned = pinned(pin) if pin else None
         self._found: dict[Path, Path | None] = {}
-        self._loaded: dict[Path, Config] = {}
+        self._raw: dict[Path, Config] = {}  # each file as written
+        self._loaded: dict[Path, Config] = {}  # as it judges (under its authority, if any)
 
     def for_file(self, path: str) -> Config:
         if self._pinned is not None:
@@ -152,8 +202,30 @@ class Discovery:
         if found is None:
             return NO_CONFIG
         if found not in self._loaded:
-            self._loaded[found] = load(found)
+            nearest = self._load(found)
+            authority = self._authority(found.parent)
+            self._loaded[found] = nearest if authority is None else governed(authority, nearest)
         return self._loaded[found]
+
+    def _load(self, path: Path) -> Config:
+        if path not in self._raw:
+            self._raw[path] = load(path)
+        return self._raw[path]
+
+    def _authority(self, directory: Path) -> Config | None:
+        """The topmost config above `directory` (up to the repository root) that declares
+        ``governs: subtree``."""
+        top: Config | None = None
+        if (directory / ".git").exists():
+            return None  # the nearest config is the repository's own
+        for above in directory.parents:
+            candidate = above / FILENAME
+            if candidate.is_file():
+                config = self._load(candidate)
+                top = config if config.governs else top
+            if (above / ".git").exists():
+                break
+        return top
 
     def here(self) -> Config:
         """The config for a command without files: pinned, else found from the current directory."""

@@ -46,11 +46,11 @@ def judges(
     def judge_of(cfg: Config) -> Judge:
         if cfg.path not in by_config:
             policies = stack(extra, cfg)  # flags win: --policy layers after the config's sets
-            waivers = (
-                load_waivers(cfg.waivers, policies, today, Path(cfg.path).parent.resolve())
-                if cfg.waivers
-                else None
-            )
+            waivers = None
+            for owner, path in ((cfg.authority or cfg, cfg.waivers), (cfg, cfg.added_waivers)):
+                if path:
+                    more = load_waivers(path, policies, today, Path(owner.path).parent.resolve())
+                    waivers = more if waivers is None else waivers.joined(more)
             by_config[cfg.path] = Judge(cfg, policies, waivers, fail_on or cfg.fail_on or "error")
         return by_config[cfg.path]
 
@@ -65,7 +65,33 @@ def stack(extra: Sequence[str], cfg: Config | None = None) -> Policies:
     from dpguard.policy.load import load_policies
 
     cfg = config.discover() if cfg is None else cfg
-    return load_policies([*cfg.policies, *extra], cfg.disable, cfg.disable_at)
+    policies = load_policies([*cfg.policies, *extra], cfg.disable, cfg.disable_at)
+    if cfg.authority is not None:
+        _only_adds(policies, cfg)
+    return policies
+
+
+def _only_adds(policies: Policies, cfg: Config) -> None:
+    """A governed config's own policy sets add rules: one that overrides a rule or disables
+    one is a configuration error (dpguard.config.governed)."""
+    import os
+
+    from dpguard.errors import ConfigError
+    from dpguard.policy.load import expand
+
+    added = {os.path.realpath(p) for p in expand(cfg.added_policies)}
+    for policy_set in policies.sets:
+        if os.path.realpath(policy_set.path) not in added:
+            continue
+        overriding = [r.id for r in policy_set.rules if r.override]
+        if policy_set.disable or overriding:
+            what = "disables" if policy_set.disable else "overrides"
+            ids = ", ".join(policy_set.disable or tuple(overriding))
+            raise ConfigError(
+                f"{policy_set.path} {what} {ids}, but {cfg.path} is governed by "
+                f"{cfg.authority.path if cfg.authority else ''} (governs: subtree): a nested "
+                "config may add rules, not override or disable them"
+            )
 
 
 def unused_waiver_warnings(

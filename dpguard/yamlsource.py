@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import stat
 from typing import Any
 
 from dpguard.errors import InputError
@@ -137,30 +138,9 @@ def load_file(path: str) -> SourceDoc:
 
 def read_text(path: str) -> str:
     """A file's text, for every format dpguard reads: at most MAX_BYTES, UTF-8 (a BOM is
-    dropped). Raises InputError (missing, a directory, unreadable) or YamlLoadError (too large,
-    not UTF-8)."""
-    try:
-        size = os.stat(path).st_size
-        if os.path.isdir(path):
-            raise InputError(f"{path}: is a directory, not a file")
-        if size > MAX_BYTES:
-            raise YamlLoadError(
-                "Y012", f"file is {size} bytes; the limit is {MAX_BYTES} bytes", Position(1, 1)
-            )
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a file") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
-    except OSError as exc:  # e.g. a name too long, a loop of symbolic links
-        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_BYTES:  # st_size lied: a device, a pipe, a file still growing
-        raise YamlLoadError(
-            "Y012", f"file is larger than the limit of {MAX_BYTES} bytes", Position(1, 1)
-        )
+    dropped). Raises InputError (missing, a directory, not a regular file, unreadable) or
+    YamlLoadError (too large, not UTF-8)."""
+    raw = read_regular(path)
     # The BOM is not part of the text: offsets and columns count from after it.
     bom = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
@@ -176,14 +156,54 @@ def read_text(path: str) -> str:
     return text
 
 
+def read_regular(path: str, limit: int = MAX_BYTES) -> bytes:
+    """At most `limit` bytes of a regular file, opened without blocking: a FIFO, a device or a
+    socket is refused before a byte is read (a FIFO named by a manifest would otherwise hang
+    the review, /dev/zero fill memory). InputError for what is not a readable regular file,
+    YamlLoadError (Y012) for a file over `limit`."""
+    if "\0" in path:
+        raise InputError(f"{path!r}: not a file name (it holds a NUL character)")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a file") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except OSError as exc:  # e.g. a name too long, a loop of symbolic links
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError(f"{path}: is a directory, not a file")
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{path}: not a regular file (a device, FIFO or socket)")
+        if info.st_size > limit:
+            raise YamlLoadError(
+                "Y012", f"file is {info.st_size} bytes; the limit is {limit} bytes", Position(1, 1)
+            )
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            raw = handle.read(limit + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if len(raw) > limit:  # a file still growing
+        raise YamlLoadError(
+            "Y012", f"file is larger than the limit of {limit} bytes", Position(1, 1)
+        )
+    return raw
+
+
 def root_scalars(path: str, wanted: tuple[str, ...]) -> dict[str, str] | None:
     """The scalar values of `wanted` keys in the first document's root mapping, reading events
     only until they are found (a cheap sniff for pre-commit, which passes every YAML file of a
     repository). None when the file cannot be read or is not YAML at all."""
     try:
-        with open(path, encoding="utf-8-sig") as handle:
-            return _root_scalars(_events(handle.read(MAX_BYTES), FAST), wanted)
-    except (OSError, UnicodeDecodeError):
+        text = read_regular(path, MAX_BYTES).decode("utf-8-sig")
+        return _root_scalars(_events(text, FAST), wanted)
+    except (InputError, YamlLoadError, UnicodeDecodeError):
         return None
     except Exception as exc:
         if hasattr(exc, "problem_mark") or hasattr(exc, "position"):

@@ -361,8 +361,8 @@ def test_a_rule_on_the_change_fires_and_stays_silent(
 
 
 def test_a_rule_on_the_change_can_be_waived(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    policy = team(repo.parent, kind="advise")
     base = scratch(repo, {"big.yaml": SMALL}, {"big.yaml": SMALL.replace("1T", "1.5T")})
+    policy = team(repo, kind="advise")  # inside the repository (dpguard.confine)
     (repo / ".dpguard.yaml").write_text(
         f"policies: [{policy}]\nwaivers: waivers.yaml\nfail_on: warning\n", encoding="utf-8"
     )

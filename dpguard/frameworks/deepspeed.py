@@ -9,7 +9,7 @@ from typing import Any
 
 from dpguard.findings import Severity
 from dpguard.frameworks.model import Extract, FrameworkError, Note, Origin, Values
-from dpguard.yamlevents import MAX_DEPTH, Position
+from dpguard.yamlevents import MAX_DEPTH, MAX_INT_DIGITS, Position
 
 
 def read(path: str, text: str) -> Extract:
@@ -18,7 +18,7 @@ def read(path: str, text: str) -> Extract:
 
     def put(dotted: str, value: Any, *at: str) -> None:
         if value is not None:
-            found.put(dotted, value, Origin(path, positions[at]))
+            found.put(dotted, value, Origin(path, positions.get(at, Position(1, 1))))
 
     notes: list[Note] = []
 
@@ -27,7 +27,7 @@ def read(path: str, text: str) -> Extract:
         if value == "auto":
             notes.append(
                 Note(
-                    Origin(path, positions[(key,)]),
+                    Origin(path, positions.get((key,), Position(1, 1))),
                     "F002",
                     f'"{key}" is "auto": the trainer fills it in, so dpguard cannot read it',
                     Severity.INFO,
@@ -88,7 +88,9 @@ def load_json(path: str, text: str) -> tuple[dict[str, Any], dict[tuple, Positio
         return seen
 
     try:
-        data = json.loads(text, object_pairs_hook=pairs, parse_constant=_no_constant)
+        data = json.loads(
+            text, object_pairs_hook=pairs, parse_constant=_no_constant, parse_int=_whole
+        )
     except json.JSONDecodeError as exc:
         raise FrameworkError(
             "F001", f"invalid JSON: {exc.msg}", Origin(path, Position(exc.lineno, exc.colno))
@@ -107,6 +109,12 @@ def load_json(path: str, text: str) -> tuple[dict[str, Any], dict[tuple, Positio
     return data, positions
 
 
+def _whole(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"a number of {len(text)} digits: the limit is {MAX_INT_DIGITS}")
+    return int(text)
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
 
@@ -117,19 +125,26 @@ def _pos(text: str, offset: int) -> Position:
 
 
 def _positions(text: str, data: dict[str, Any], out: dict[tuple, Position]) -> None:
-    """Key positions by a scan for ``"key":`` in document order (enough for config files,
-    whose keys repeat rarely; a repeated key name takes the next occurrence)."""
-    cursor = 0
+    """Key positions: the strings followed by ``:`` are exactly the keys, in document order,
+    which is the order a depth-first walk of the parsed objects meets them. Each is decoded as
+    JSON decodes it, so a key written with escapes (``"\\u0074rain..."``) still matches."""
+    keys = [m for m in _STRING.finditer(text) if _COLON.match(text, m.end())]
+    found = iter(keys)
 
     def walk(node: Any, prefix: tuple) -> None:
-        nonlocal cursor
+        if isinstance(node, list):
+            for item in node:
+                walk(item, prefix)
         if not isinstance(node, dict):
             return
         for key, value in node.items():
-            found = re.compile(r'"' + re.escape(key) + r'"\s*:').search(text, cursor)
-            if found:
-                out[(*prefix, key)] = _pos(text, found.start())
-                cursor = found.end()
+            match = next(found, None)
+            if match is not None and json.loads(match.group()) == key:
+                out[(*prefix, key)] = _pos(text, match.start())
             walk(value, (*prefix, key))
 
     walk(data, ())
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_COLON = re.compile(r"\s*:")

@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from dpguard.confine import Outside, confined
 from dpguard.frameworks import megatron
 from dpguard.frameworks.common import nodes_times_devices, section_args, with_values
 from dpguard.frameworks.megatron import Arg
-from dpguard.frameworks.model import Extract, Origin, Values
+from dpguard.frameworks.model import Extract, FrameworkError, Origin, Values
 from dpguard.yamlevents import SourceDoc
 from dpguard.yamlsource import load_text, read_text
 
@@ -93,10 +94,16 @@ def _dualpipev_facts(args: Mapping[str, Arg], on: bool) -> dict[str, Any]:
 def _flagscale_train(doc: SourceDoc) -> SourceDoc | None:
     """The train file an experiment file's ``defaults: [_self_, {train: NAME}]`` names:
     ``conf/train/NAME.yaml`` beside it (Hydra's config groups)."""
-    for entry in doc.data.get("defaults") or ():
+    entries = doc.data.get("defaults")
+    for i, entry in enumerate(entries if isinstance(entries, list) else ()):
         if isinstance(entry, dict) and isinstance(entry.get("train"), str):
             base = os.path.dirname(doc.name)
             candidate = os.path.join(base, "train", entry["train"] + ".yaml")
+            try:
+                confined(candidate, doc.name, f"defaults: train {entry['train'][:80]!r}")
+            except Outside as exc:
+                at = Origin(doc.name, doc.value_position(("defaults", i, "train")))
+                raise FrameworkError("F005", str(exc), at) from None
             if os.path.isfile(candidate):
                 return load_text(read_text(candidate), candidate)
     return None

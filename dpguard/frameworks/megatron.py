@@ -20,8 +20,10 @@ from functools import lru_cache
 from typing import Any
 
 from dpguard.findings import Severity
-from dpguard.frameworks.model import Extract, Note, Origin, Values
+from dpguard.frameworks.model import Extract, FrameworkError, Note, Origin, Values
+from dpguard.frameworks.numbers import too_long, whole
 from dpguard.frameworks.shell import Command, Script, Word
+from dpguard.yamlevents import MAX_INT_DIGITS
 
 
 @dataclass(frozen=True)
@@ -238,8 +240,13 @@ def _int(arg: Arg | None, key: str, notes: list[Note]) -> int | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     text = str(value).strip()
-    if re.fullmatch(r"-?[0-9]+(_[0-9]+)*", text):  # argparse's int() takes 220_000_000
-        return int(text)
+    number = whole(text)
+    if number is not None:
+        return number
+    if too_long(text):
+        raise FrameworkError(
+            "F001", f"{flag(key)} has {len(text)} digits: the limit is {MAX_INT_DIGITS}", arg.origin
+        )
     notes.append(Note(arg.origin, "F002", f"{flag(key)} is {text!r}, not a whole number"))
     return None
 
@@ -732,8 +739,9 @@ def stage_counts(
     return [*head, *[rest // middle] * middle, *tail]
 
 
-_LAYOUT_GROUP = re.compile(r"\(([^()]+)\)\*([0-9]+)")
-_LAYOUT_REPEAT = re.compile(r"([^|()])\*([0-9]+)")
+_LAYOUT_GROUP = re.compile(r"\(([^()]+)\)\*([0-9]{1,6})")
+_LAYOUT_REPEAT = re.compile(r"([^|()])\*([0-9]{1,6})")
+MAX_LAYOUT = 100_000  # letters a layout may unroll to (no model has a tenth of it)
 
 
 def layout_stages(arg: Arg | None) -> list[str] | None:
@@ -750,15 +758,27 @@ def layout_stages(arg: Arg | None) -> list[str] | None:
 @lru_cache(maxsize=16)  # one reading asks for the same string's stages three times
 def _parse_layout(value: str) -> tuple[str, ...] | None:
     text = value.replace(",", "").replace(" ", "")
-    for _ in range(8):  # nested groups unroll from the inside out
-        unrolled = _LAYOUT_GROUP.sub(lambda m: m.group(1) * int(m.group(2)), text)
-        if unrolled == text or len(unrolled) > 100_000:
-            break
-        text = unrolled
-    text = _LAYOUT_REPEAT.sub(lambda m: m.group(1) * int(m.group(2)), text)
-    if len(text) > 100_000 or not re.fullmatch(r"[ELtm|]+", text):
+    try:
+        for _ in range(8):  # nested groups unroll from the inside out
+            unrolled = _LAYOUT_GROUP.sub(_repeat, text)
+            if unrolled == text:
+                break
+            text = unrolled
+        text = _LAYOUT_REPEAT.sub(_repeat, text)
+    except OverflowError:  # unrolls past MAX_LAYOUT
+        return None
+    if not re.fullmatch(r"[ELtm|]+", text):
         return None
     return tuple(text.split("|"))
+
+
+def _repeat(match: re.Match[str]) -> str:
+    """One ``x*n`` or ``(...)*n`` unrolled, its size checked before it is built (a 30-byte
+    layout could otherwise ask for gigabytes)."""
+    body, times = match.group(1), int(match.group(2))
+    if len(body) * times > MAX_LAYOUT or len(match.string) > MAX_LAYOUT:
+        raise OverflowError
+    return body * times
 
 
 def _layout_problem(args: Mapping[str, Arg], layers: int | None, pp: int) -> str | None:
@@ -795,19 +815,27 @@ def layer_pattern(value: Any) -> list[int] | None:
     else:
         return None
     ok = all(x in (0, 1) and not isinstance(x, bool) for x in items)
-    return list(items) if ok and len(items) <= 100_000 else None
+    return list(items) if ok and len(items) <= MAX_LAYOUT else None
 
 
 def _pattern(node: ast.expr) -> list[Any]:
+    """The layers of a --moe-layer-freq expression; its size is checked before each repeat is
+    multiplied out (``([0]*100000)*3000`` would be 300 million items)."""
     if isinstance(node, ast.List):
         return [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _pattern(node.left) + _pattern(node.right)
+        left, right = _pattern(node.left), _pattern(node.right)
+        if len(left) + len(right) > MAX_LAYOUT:
+            raise ValueError("a layer pattern longer than any model")
+        return left + right
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
         for count, items in ((node.right, node.left), (node.left, node.right)):
             times = count.value if isinstance(count, ast.Constant) else None
-            if type(times) is int and 0 <= times <= 100_000:
-                return _pattern(items) * times
+            if type(times) is int and 0 <= times <= MAX_LAYOUT:
+                layers = _pattern(items)
+                if len(layers) * times > MAX_LAYOUT:
+                    raise ValueError("a layer pattern longer than any model")
+                return layers * times
     raise ValueError("not a layer pattern")
 
 

@@ -18,6 +18,7 @@ from dpguard.frameworks.common import with_values
 from dpguard.frameworks.detect import sniff, yaml_format
 from dpguard.frameworks.megatron import Arg
 from dpguard.frameworks.model import Extract, FrameworkError, Note, Origin, Values
+from dpguard.frameworks.numbers import whole
 from dpguard.frameworks.shell import Script
 from dpguard.yamlevents import SourceDoc, YamlLoadError
 from dpguard.yamlsource import load_text, read_text
@@ -49,11 +50,12 @@ def read_source(path: str, fmt: str | None, manifest: SourceDoc) -> Extract:
     """The framework config a manifest's ``source:`` names. Problems with it are findings:
     at the manifest's ``source.path`` when the file is missing or unrecognised, in the file
     itself when its content is broken."""
+    from dpguard.confine import Outside, confined
     from dpguard.errors import InputError
 
     at = Origin(manifest.name, manifest.value_position(("source", "path")))
     try:
-        text = read_text(path)
+        text = read_text(confined(path, manifest.name, "source.path"))
         if fmt is not None and fmt not in FORMATS:
             raise FrameworkError(
                 "F005", f"source.format {fmt!r} is not one of {', '.join(FORMATS)}", at
@@ -74,6 +76,8 @@ def read_source(path: str, fmt: str | None, manifest: SourceDoc) -> Extract:
                 )
             return read_doc(doc, found)
         return read(path, found, text)
+    except Outside as exc:
+        raise FrameworkError("F005", str(exc), at) from None
     except InputError as exc:
         raise FrameworkError("F005", f"source.path: {exc}", at) from None
     except YamlLoadError as exc:
@@ -116,12 +120,15 @@ def _script_gpus(
     def first(names: tuple[str, ...]) -> tuple[int | None, Origin | None]:
         for name in names:
             arg = launcher.get(name)
-            if arg is not None and isinstance(arg.value, str) and arg.value.isdigit():
-                return int(arg.value), arg.origin
+            number = whole(arg.value) if arg is not None and isinstance(arg.value, str) else None
+            if arg is not None and number is not None and number >= 0:
+                return number, arg.origin
         for name in names:
             words = script.variables.get(name.upper())
-            if words and len(words) == 1 and words[0].text and words[0].text.isdigit():
-                return int(words[0].text), Origin(path, words[0].position)
+            text = words[0].text if words and len(words) == 1 else None
+            number = whole(text) if text else None
+            if words and number is not None and number >= 0:
+                return number, Origin(path, words[0].position)
         return None, None
 
     per_node, at_node = first(("nproc_per_node", "gpus_per_node"))

@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from dpguard.frameworks.numbers import whole
 from dpguard.yamlevents import Position
 
 
@@ -36,6 +37,14 @@ class ShellError(Exception):
         self.message = message
         self.position = position
 
+
+# Budgets: what a real launch script needs many times over, and a pathological one (self-doubling
+# assignments, defaults nested hundreds deep, thousand-term arithmetic) exceeds at once. Each is
+# an error naming the limit at the script's position (ShellError), never gigabytes or a stack
+# overflow.
+MAX_NESTING = 16  # ${A:-${B:-...}} levels
+MAX_EXPANSION = 1_000_000  # characters + words all expansions produce, per script
+MAX_ARITHMETIC = 256  # characters of one $((...)) expression
 
 UNKNOWN = "\0"  # stands for an unknown part inside a partly known word (never in a script)
 
@@ -114,11 +123,15 @@ _METACHARS = " \t\n;&|()<>"
 
 
 class _Lexer:
-    def __init__(self, text: str, start: int = 0, end: int | None = None) -> None:
+    def __init__(
+        self, text: str, start: int = 0, end: int | None = None, lines: list[int] | None = None
+    ) -> None:
         self.text = text
         self.i = start
         self.end = len(text) if end is None else end  # lex text[start:end], offsets in text
-        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        # `lines`: the enclosing lexer's index of the same text (a ${VAR:-default} is lexed
+        # apart; indexing the file again for each default made a file of them quadratic)
+        self.line_starts = lines or [0] + [m.end() for m in re.finditer("\n", text)]
 
     def position(self, offset: int) -> Position:
         lo, hi = 0, len(self.line_starts) - 1
@@ -291,7 +304,9 @@ _ARITH_OPS = {
 
 
 def _arith(expression: str, lookup: Callable[[str], str | None]) -> int | None:
-    """Bash integer arithmetic over literals and known variables; None when unknown."""
+    """Bash integer arithmetic over literals and known variables; None when unknown. The
+    caller refuses an expression over MAX_ARITHMETIC characters (the tree is walked
+    recursively)."""
     source = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"\1", expression).replace("/", "//")
     try:
         tree = ast.parse(source.strip(), mode="eval")
@@ -303,7 +318,7 @@ def _arith(expression: str, lookup: Callable[[str], str | None]) -> int | None:
             return node.value
         if isinstance(node, ast.Name):
             known = lookup(node.id)
-            return int(known) if known is not None and known.lstrip("-").isdigit() else None
+            return whole(known) if known is not None else None
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             inner = value(node.operand)
             return None if inner is None else -inner
@@ -329,6 +344,19 @@ class _State:
     def __init__(self, lexer: _Lexer) -> None:
         self.lexer = lexer
         self.variables: dict[str, tuple[Word, ...]] = {}
+        self.nesting = 0  # ${VAR:-default}s being expanded, one inside the other
+        self.expanded = 0  # characters and words every expansion produced so far
+
+    def charge(self, size: int, where: Position | int) -> None:
+        """Count what an expansion produced against MAX_EXPANSION: a script of self-doubling
+        assignments (A=$A$A) must end as an error, not as gigabytes."""
+        self.expanded += size + 1
+        if self.expanded > MAX_EXPANSION:
+            raise ShellError(
+                f"the script's expansions produce more than {MAX_EXPANSION:,} characters and "
+                "words (self-repeating assignments?): the limit a static reader follows",
+                where if isinstance(where, Position) else self.lexer.position(where),
+            )
 
     def scalar(self, name: str) -> str | None:
         words = self.variables.get(name)
@@ -350,6 +378,7 @@ class _State:
             nonlocal current, spans, unknown, here, started, whys
             if started:
                 joined = "".join(current)
+                self.charge(len(joined), offset)
                 text, partial = (None, joined) if unknown else (joined, None)
                 words.append(
                     Word(text, here, unknown, tuple(spans) if joined else (), partial, tuple(whys))
@@ -417,8 +446,13 @@ class _State:
             elif kind == "cmd":
                 yield "unknown", "a command substitution", self.lexer.position(part[1])
             elif kind == "arith":
-                value = _arith(part[1], self.scalar)
                 position = self.lexer.position(part[2])
+                if len(part[1]) > MAX_ARITHMETIC:
+                    raise ShellError(
+                        f"an arithmetic expression longer than {MAX_ARITHMETIC} characters",
+                        position,
+                    )
+                value = _arith(part[1], self.scalar)
                 if value is None:
                     yield (
                         "unknown",
@@ -433,7 +467,7 @@ class _State:
     def _variable(self, expression: str, offset: int, quoted: bool) -> Iterator[tuple]:
         position = self.lexer.position(offset - 1)
         match = re.fullmatch(
-            r"([A-Za-z_][A-Za-z0-9_]*)(?:\[([@*]|[0-9]+)\])?(?:(:?[-=])(.*))?", expression, re.S
+            r"([A-Za-z_][A-Za-z0-9_]*)(?:\[([@*]|[0-9]{1,9})\])?(?:(:?[-=])(.*))?", expression, re.S
         )
         if match is None:
             yield "unknown", f"the expansion ${{{expression}}}", position
@@ -451,8 +485,15 @@ class _State:
         if empty and op is not None:
             # ${VAR:-default}: the default, expanded where it is written
             base = offset + match.start(4)
-            parts = _Lexer(self.lexer.text, base, base + len(default))._word(blanks_end=False)
+            lexer = _Lexer(self.lexer.text, base, base + len(default), self.lexer.line_starts)
+            self.nesting += 1
+            if self.nesting > MAX_NESTING:
+                raise ShellError(
+                    f"parameter expansions nested deeper than {MAX_NESTING} levels", position
+                )
+            parts = lexer._word(blanks_end=False)
             value = self.expand(parts, base) if parts else [Word("", self.lexer.position(base))]
+            self.nesting -= 1
             if op.endswith("="):
                 self.variables[name] = tuple(value)
             for k, word in enumerate(value):
@@ -586,6 +627,7 @@ def _assign_array(state: _State, raw: list, elements: list, uncertain: bool) -> 
         why = f"${name} is changed inside a conditional or loop at line {line}"
         words = [Word(None, w.position, why) for w in words]
     before = list(state.variables.get(name, ())) if op == "+=" else []
+    state.charge(len(before), state.lexer.position(head[2]))  # A=(${A[@]} ${A[@]}) doubles
     state.variables[name] = tuple(before + words)
 
 
@@ -706,6 +748,7 @@ def _statement(
         if op == "+=" and name in state.variables:
             prior = state.scalar(name)
             text = None if prior is None or text is None else prior + text
+            state.charge(len(text or ""), position)
         spans = _joined_spans(words) if text or partial else ()
         state.variables[name] = (Word(text, position, why, spans, partial, unknowns),)
         k += 1

@@ -19,6 +19,7 @@ from typing import Any
 
 from dpguard.findings import Severity
 from dpguard.frameworks.model import Extract, Note, Origin, Values
+from dpguard.frameworks.numbers import whole
 from dpguard.yamlevents import MAX_DEPTH, Position
 
 # torch.distributed.pipelining schedule names -> dpguard's; stages per rank of each
@@ -40,6 +41,13 @@ def read(path: str, text: str) -> Extract:
 
     try:
         data = tomllib.loads(text)
+    except RecursionError:  # nesting the scan could not see (tomllib recurses per level)
+        raise FrameworkError(
+            "F001",
+            f"nesting deeper than {MAX_DEPTH} levels",
+            Origin(path, Position(1, 1)),
+            "torchtitan",
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = re.search(r"\(at line (\d+), column (\d+)\)", message)
@@ -51,9 +59,33 @@ def read(path: str, text: str) -> Extract:
     return _extract(path, data, _positions(text))
 
 
+# A run of key characters (a dotted key or a table header) before `=` or `]`: one with more
+# than MAX_DEPTH dots is refused, because tomllib builds one table per part and keeps every
+# prefix (quadratic memory: 40 KB of `a.a.a...` took 2.4 GB). One character class, no nested
+# quantifier: linear on any input.
+_KEY_RUN = re.compile(r"[A-Za-z0-9_\-.\"' \t]+")
+
+
 def _check_depth(path: str, text: str) -> None:
+    """Refuse nesting and dotted keys deeper than MAX_DEPTH before tomllib sees them."""
     from dpguard.frameworks.model import FrameworkError
 
+    dotted = next(
+        (
+            run
+            for run in _KEY_RUN.finditer(text)
+            if run.group().count(".") > MAX_DEPTH and text[run.end() : run.end() + 1] in ("=", "]")
+        ),
+        None,
+    )
+    if dotted is not None:
+        line = text.count("\n", 0, dotted.start()) + 1
+        raise FrameworkError(
+            "F001",
+            f"a dotted key of more than {MAX_DEPTH} parts",
+            Origin(path, Position(line, 1)),
+            "torchtitan",
+        )
     depth = 0
     for match in re.finditer(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'|#[^\n]*|[\[\]{}]", text):
         token = match.group()
@@ -380,11 +412,11 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
         put("training.activation_recompute", mode, mode_at)
     elif mode == "selective" and option == "op":
         put("training.activation_recompute", "selective_op", option_at or mode_at)
-    elif mode == "selective" and option.isdigit() and layers and int(option) >= 1:
+    elif mode == "selective" and (whole(option) or 0) >= 1 and layers:
         # every k-th block fully checkpointed (activation_checkpoint.py _apply_layer_sac), the
         # others keep everything: per stage, as many recomputed blocks as Megatron's block
         # method recomputes with n // k layers (which ones does not change the memory)
-        every = int(option)
+        every = whole(option) or 1
         recomputed = -(-layers // stage_count) // every
         if every == 1:
             put("training.activation_recompute", "full", option_at or mode_at)

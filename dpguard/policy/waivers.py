@@ -53,6 +53,14 @@ class Waivers:
     items: tuple[Waiver, ...]
     today: dt.date
     root: Path | None = None  # the .dpguard.yaml directory, for relative matches
+    # each item's own root when files of several configs were joined (a governed config's)
+    roots: tuple[Path | None, ...] = ()
+
+    def joined(self, other: Waivers) -> Waivers:
+        """These waivers, then `other`'s, each matching relative to its own config."""
+        mine = self.roots or (self.root,) * len(self.items)
+        theirs = other.roots or (other.root,) * len(other.items)
+        return replace(self, items=self.items + other.items, roots=mine + theirs)
 
     def apply(self, findings: Iterable[Finding]) -> tuple[tuple[Finding, ...], set[int]]:
         """Findings with waivers applied, and the indexes of the waivers that matched."""
@@ -60,7 +68,12 @@ class Waivers:
         out = []
         for finding in findings:
             index = next(
-                (i for i, w in enumerate(self.items) if w.matches(finding, self.root)), None
+                (
+                    i
+                    for i, w in enumerate(self.items)
+                    if w.matches(finding, self.roots[i] if self.roots else self.root)
+                ),
+                None,
             )
             if index is not None:
                 used.add(index)
