@@ -3,8 +3,11 @@ for a problem inside a file, so one broken manifest never stops the others."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -109,6 +112,54 @@ def crashed(path: str, exc: BaseException) -> FileResult:
         what = what[:300] + "..."
     message = f"internal error while checking this file: {what} (this is a bug in dpguard)"
     return FileResult(path, (Finding(path, 1, 1, INTERNAL, Severity.ERROR, message),), None)
+
+
+TIMED_OUT = "D002"  # a file that took longer than the per-file time budget (`time_budget`)
+FILE_SECONDS = 30.0  # ~1,000x what a real manifest or config takes on a 2-core CI runner
+
+
+class OverBudget(Exception):
+    """Raised into the code checking a file when its time budget runs out."""
+
+
+@contextlib.contextmanager
+def time_budget(seconds: float | None = None) -> Iterator[None]:
+    """Interrupt the check of one file after `seconds` (DPGUARD_FILE_SECONDS, else
+    FILE_SECONDS; 0: no budget) with OverBudget: whatever a file makes dpguard do, the batch
+    goes on. A POSIX interval timer, so only in the main thread and where it exists; elsewhere
+    the readers' own size limits are the bound."""
+    if seconds is None:
+        try:
+            seconds = float(os.environ.get("DPGUARD_FILE_SECONDS", FILE_SECONDS))
+        except ValueError:
+            seconds = FILE_SECONDS
+    usable = (
+        seconds > 0
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+
+    def expire(_signum: int, _frame: Any) -> None:
+        raise OverBudget(seconds)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def over_budget(path: str, seconds: float) -> FileResult:
+    message = (
+        f"checking this file took longer than {seconds:g} s, the per-file time budget "
+        "(DPGUARD_FILE_SECONDS): it was stopped and the other files were checked"
+    )
+    return FileResult(path, (Finding(path, 1, 1, TIMED_OUT, Severity.ERROR, message),), None)
 
 
 def is_crashed(findings: Iterable[Finding]) -> bool:

@@ -5,9 +5,31 @@ Findings are values, never exceptions, so one broken manifest cannot stop the ot
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
+
+# A message quotes values from files (a flag's value, a key, a path): one written to be huge
+# must not make every report huge. A run without blanks longer than MAX_WORD, and a message
+# longer than MAX_MESSAGE, is cut where it passes the limit, saying how much was left out.
+MAX_WORD = 200
+MAX_MESSAGE = 2000
+_LONG_WORD = re.compile(rf"\S{{{MAX_WORD + 1},}}")
+
+
+def bounded(message: str) -> str:
+    """`message` with over-long quoted values and tail cut (see MAX_WORD, MAX_MESSAGE)."""
+    if len(message) <= MAX_WORD:
+        return message
+    message = _LONG_WORD.sub(lambda m: _cut(m.group(), MAX_WORD), message)
+    return _cut(message, MAX_MESSAGE)
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
 
 
 class Severity(str, Enum):  # noqa: UP042 - StrEnum would change str(), which reports use
@@ -39,6 +61,10 @@ class Finding:
     waived: bool = False
     # which waiver, when waived: not part of the finding's identity (order, equality, hash)
     waiver: WaiverNote | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.message) > MAX_WORD:
+            object.__setattr__(self, "message", bounded(self.message))
 
     def format(self) -> str:
         """The grep-able one-line form: ``path:line:col: severity CODE message``."""

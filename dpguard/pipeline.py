@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import datetime as dt
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from dpguard.catalog import load_catalog
-from dpguard.check import FileResult, check_file, crashed
+from dpguard.check import (
+    FileResult,
+    OverBudget,
+    check_file,
+    crashed,
+    over_budget,
+    time_budget,
+)
 from dpguard.errors import DpguardError, InputError
 from dpguard.judges import judges, unused_waiver_warnings
 from dpguard.reporters.model import Report, released
@@ -62,7 +69,12 @@ def review(
         judge = judge_of[path]
         cfg = judge.config
         try:
-            result = check_file(path, catalog, judge.policies, cfg.defaults_for(path), shows_plan)
+            with time_budget():
+                result = check_file(
+                    path, catalog, judge.policies, cfg.defaults_for(path), shows_plan
+                )
+        except OverBudget as exc:  # the file's finding (exit 1); the others still checked
+            result = over_budget(path, exc.args[0])
         except InputError as exc:  # reported; the others are still checked; exit 2 at the end
             unreadable.append((path, str(exc)))
             continue
@@ -87,3 +99,36 @@ def review(
     report = Report(tuple(results), first.fail_on, first.policies, tuple(unreadable))
     errors = tuple(f"dpguard: error: {m}" for _, m in unreadable)
     return Reviewed(report, errors, warnings, tuple(internal))
+
+
+def rendered(
+    report: Report, render: Callable[[Report], str], debug: bool = False
+) -> tuple[str, Report, tuple[str, ...]]:
+    """`render(report)`, with per-file isolation of a reporter's bug: when rendering fails,
+    each file is rendered alone, and one whose own rendering fails is replaced by its D001
+    finding, so the others' findings still reach the report. (text, the report rendered, one
+    message per file replaced). A failure no single file causes still raises."""
+    try:
+        return render(report), report, ()
+    except DpguardError:
+        raise
+    except Exception:
+        pass
+    results: list[FileResult] = []
+    broken: list[str] = []
+    for result in report.results:
+        try:
+            render(replace(report, results=(result,)))
+            results.append(result)
+        except DpguardError:
+            raise
+        except Exception as exc:
+            results.append(crashed(result.path, exc))
+            broken.append(
+                traceback.format_exc().rstrip()
+                if debug
+                else f"dpguard: internal error rendering {result.path} (a bug in dpguard, its "
+                "D001 finding): rerun with --debug for the traceback"
+            )
+    kept = replace(report, results=tuple(results))
+    return render(kept), kept, tuple(broken)

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
     from dpguard.discover import declares_manifest, expand
     from dpguard.exitcodes import ExitCode
-    from dpguard.pipeline import LINES_ONLY, SHOWS_PLAN, review
+    from dpguard.pipeline import LINES_ONLY, SHOWS_PLAN, rendered, review
     from dpguard.reporters import emit, render, write_atomic
 
     paths, empty = expand(args.files, declares_manifest if args.only_manifests else None)
@@ -110,21 +110,24 @@ def run(args: argparse.Namespace) -> int:
         all_waivers=args.report_unused_waivers,
         debug=args.debug,
     )
-    for line in (*reviewed.errors, *reviewed.internal, *reviewed.warnings):
-        print(line, file=sys.stderr)
-    report = reviewed.report
-    failed = ExitCode.FAILED if report.summary()["failed"] else ExitCode.OK
-    code = ExitCode.CANNOT_RUN if report.unreadable else failed
-    if reviewed.internal:  # after every file is reported and the report written
-        code = ExitCode.INTERNAL
     to_stdout = args.output is None or args.output == "-"
     color = to_stdout and _color(sys.stdout)  # never in a file
     if quiet:
         from dpguard.reporters.text import render_quiet
 
-        text = render_quiet(report, color=color)
+        text, report, broken = rendered(
+            reviewed.report, lambda r: render_quiet(r, color=color), args.debug
+        )
     else:
-        text = render(report, args.format, color=color)
+        text, report, broken = rendered(
+            reviewed.report, lambda r: render(r, args.format, color=color), args.debug
+        )
+    for line in (*reviewed.errors, *reviewed.internal, *broken, *reviewed.warnings):
+        print(line, file=sys.stderr)
+    failed = ExitCode.FAILED if report.summary()["failed"] else ExitCode.OK
+    code = ExitCode.CANNOT_RUN if report.unreadable else failed
+    if reviewed.internal or broken:  # after every file is reported and the report written
+        code = ExitCode.INTERNAL
     if to_stdout:
         emit(text)
     else:

@@ -78,27 +78,20 @@ def _check_depth(path: str, text: str) -> None:
         ),
         None,
     )
+
+    def fail(offset: int, problem: str) -> FrameworkError:
+        line = text.count("\n", 0, offset) + 1
+        return FrameworkError("F001", problem, Origin(path, Position(line, 1)), "torchtitan")
+
     if dotted is not None:
-        line = text.count("\n", 0, dotted.start()) + 1
-        raise FrameworkError(
-            "F001",
-            f"a dotted key of more than {MAX_DEPTH} parts",
-            Origin(path, Position(line, 1)),
-            "torchtitan",
-        )
+        raise fail(dotted.start(), f"a dotted key of more than {MAX_DEPTH} parts")
     depth = 0
     for match in re.finditer(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'|#[^\n]*|[\[\]{}]", text):
         token = match.group()
         if token in "[{":
             depth += 1
             if depth > MAX_DEPTH:
-                line = text.count("\n", 0, match.start()) + 1
-                raise FrameworkError(
-                    "F001",
-                    f"nesting deeper than {MAX_DEPTH} levels",
-                    Origin(path, Position(line, 1)),
-                    "torchtitan",
-                )
+                raise fail(match.start(), f"nesting deeper than {MAX_DEPTH} levels")
         elif token in "]}":
             depth = max(depth - 1, 0)
 

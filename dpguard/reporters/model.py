@@ -29,6 +29,7 @@ ENGINE_CODES = {
     "P001": "no decision row of the policies matches the manifest",
     "D001": "internal error while checking this file (a bug in dpguard; the other files were "
     "still checked)",
+    "D002": "checking this file took longer than the per-file time budget (DPGUARD_FILE_SECONDS)",
 }
 CODE_FAMILIES = {
     "Y": "YAML loading",
