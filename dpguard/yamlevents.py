@@ -116,7 +116,11 @@ def _short_tag(tag: str) -> str:
 def _number(text: str, kind: str, where: Position) -> int | float:
     digits = text.lstrip("+-")
     if len(digits) > MAX_INT_DIGITS:
-        raise YamlLoadError("Y011", f"number {text[:20]}... has too many digits", where)
+        raise YamlLoadError(
+            "Y011",
+            f"number {text[:20]}... has too many digits (the limit is {MAX_INT_DIGITS})",
+            where,
+        )
     if kind == "int":
         if _OCT.fullmatch(text):
             return int(text[2:], 8)

@@ -136,7 +136,7 @@ def hostile_inputs() -> list[tuple[str, bytes, str]]:
         (
             "digits",
             b"a: " + b"9" * 40 + b"\n",
-            "1:4: error Y011 number 99999999999999999999... has too many digits",
+            "1:4: error Y011 number 99999999999999999999... has too many digits (the limit is 30)",
         ),
     ]
 

@@ -14,10 +14,12 @@ import json
 import os
 import shutil
 import signal
+import threading
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from decimal import InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -39,21 +41,32 @@ CONFIG_CASE = "dpguard_config_outside.yaml"  # installed as .dpguard.yaml by its
 @contextmanager
 def no_hang(seconds: float = 60.0) -> Iterator[None]:
     """A hang fails the test (TimeoutError) instead of stalling CI; never a timing assertion:
-    the limit is far above what any of these takes."""
-    if not hasattr(signal, "setitimer"):  # pragma: no cover - not POSIX
+    the limit is far above what any of these takes. A watchdog thread signals the main thread
+    (SIGUSR1, which interrupts a blocking open too), leaving SIGALRM to review's own per-file
+    time budget (check.time_budget)."""
+    if not hasattr(signal, "pthread_kill"):  # pragma: no cover - not POSIX
         yield
         return
 
     def fire(signum: int, frame: Any) -> None:
         raise TimeoutError(f"no answer within {seconds:g} s: a hang")
 
-    previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    done = threading.Event()
+    target = threading.get_ident()
+
+    def watch() -> None:
+        if not done.wait(seconds):
+            signal.pthread_kill(target, signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, fire)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        done.set()
+        watcher.join()
+        signal.signal(signal.SIGUSR1, previous)
 
 
 # -- the corpus -----------------------------------------------------------------------------
@@ -94,6 +107,11 @@ GENERATED: dict[str, Callable[[], str]] = {
     "torchtitan_dotted_key.toml": lambda: _toml(".".join(["a"] * 13_000) + ".b = 1"),
     # line 3: arrays nested 3,000 deep (tomllib recurses per level)
     "torchtitan_nesting.toml": lambda: _toml("x = [" + "[" * 3000 + "]" * 3000 + "]"),
+    # line 4: 5,000 levels: past libyaml's own 1,000 the pure-Python parser finds the place
+    "yaml_deep_nesting.yaml": lambda: (
+        "# hostile: 5,000 levels\napiVersion: dpguard/v1\nkind: TrainingManifest\n"
+        "metadata: " + "[" * 5000 + "]" * 5000 + "\n"
+    ),
     # line 4: a number of 5,000 digits
     "yaml_long_number.yaml": lambda: (
         "# hostile: a number of 5,000 digits\napiVersion: dpguard/v1\nkind: TrainingManifest\n"
@@ -141,6 +159,7 @@ CASES = (
     Case("yaml_alias_bomb.yaml", "Y007", ("more than 10000 values",)),
     Case("yaml_python_tag.yaml", "Y006", ("!!python/object/apply:os.system", "not allowed"), 4),
     Case("yaml_nesting.yaml", "Y008", ("nesting deeper than 32 levels",), 4),
+    Case("yaml_deep_nesting.yaml", "Y008", ("nesting deeper than 32 levels",), 4),
 )
 BY_NAME = {c.name: c for c in CASES}
 
@@ -214,6 +233,7 @@ def review(
 
 def assert_safe(output: str) -> None:
     assert "D001" not in output
+    assert "D002" not in output  # review's per-file time budget ran out
     assert "internal error" not in output
     assert "Traceback" not in output
     assert TOKEN not in output
@@ -252,13 +272,19 @@ def test_each_attack_gives_its_finding(
         assert f"{case.name}:{case.line}:" in done.output  # the -q line, at its position
 
 
-@pytest.mark.xfail(
-    strict=True, reason="Y011 says 'has too many digits' without naming the limit (30 digits)"
-)
 def test_the_long_number_finding_names_the_limit(corpus: Path) -> None:
     [finding] = check_file(str(corpus / "yaml_long_number.yaml")).findings
     assert finding.code == "Y011"
     assert "30" in finding.message
+
+
+def test_a_toml_number_of_5000_digits_is_a_finding(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    path = tmp_path / "titan.toml"
+    path.write_text(_toml("x = " + "9" * 5000), encoding="utf-8")
+    [finding] = check_file(str(path)).findings
+    assert (finding.code, finding.line) == ("F001", 3)
+    assert "30" in finding.message or "4300" in finding.message
 
 
 def test_an_escaped_json_key_is_read(corpus: Path) -> None:
@@ -319,6 +345,52 @@ def test_one_bad_file_never_loses_the_batch(
         assert_case(case, files[case.name])
     assert [u["path"] for u in done.report["unreadable"]] == (["fifo.sh"] if unreadable else [])
     assert_safe(done.output)
+
+
+# A manifest whose `source:` config is read, with a section or a value of the wrong type where
+# the config also sets it: composition crashed (found by tests/test_reader_fuzz.py).
+COMPOSED = "apiVersion: dpguard/v1\nkind: TrainingManifest\nsource: {path: run.sh}\n"
+COMPOSE_CRASHES: dict[str, tuple[type[Exception], str]] = {
+    # compose.compose: data.setdefault("metadata", {}) gives None / the string: no .setdefault
+    "metadata: null": (
+        AttributeError,
+        "AttributeError: 'NoneType' object has no attribute 'setdefault'",
+    ),
+    "metadata: x": (AttributeError, "AttributeError: 'str' object has no attribute 'setdefault'"),
+    # compose._same -> manifest.parse_quantity(None) / ([1]): Decimal('None') raises
+    # decimal.InvalidOperation, which _same does not catch (only ValueError, TypeError)
+    "cluster: {gpus: null}": (
+        InvalidOperation,
+        "decimal.InvalidOperation from manifest.parse_quantity",
+    ),
+    "training: {tokens: [1]}": (
+        InvalidOperation,
+        "decimal.InvalidOperation from manifest.parse_quantity",
+    ),
+    # compose.compose's put: the config's value (16 GPUs) stands where the manifest has a
+    # mapping, then the manifest's leaf beneath it (cluster.gpus.a) is put into the int
+    "cluster: {gpus: {a: 1}}": (
+        TypeError,
+        "TypeError: 'int' object does not support item assignment",
+    ),
+    "cluster: {gpus: {a: {b: 1}}}": (
+        AttributeError,
+        "AttributeError: 'int' object has no attribute 'setdefault'",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [pytest.param(line, id=crash) for line, (_error, crash) in COMPOSE_CRASHES.items()],
+)
+def test_a_wrong_type_beside_a_source_config_is_a_finding(tmp_path: Path, line: str) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "run.sh").write_text(_script("none"), encoding="utf-8")
+    path = tmp_path / "m.yaml"
+    path.write_text(COMPOSED + line + "\n", encoding="utf-8")
+    result = check_file(str(path))  # each crashed composition before (review's D001)
+    assert any(f.severity.name == "ERROR" for f in result.findings)
 
 
 # -- confinement: the message is the same whatever lies outside -------------------------------

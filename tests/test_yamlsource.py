@@ -518,13 +518,13 @@ def test_too_many_digits() -> None:
         "Y011",
         1,
         4,
-        "number 12345678901234567890... has too many digits",
+        "number 12345678901234567890... has too many digits (the limit is 30)",
     )
     assert failure("a: 0." + "1" * 40 + "\n") == (
         "Y011",
         1,
         4,
-        "number 0.111111111111111111... has too many digits",
+        "number 0.111111111111111111... has too many digits (the limit is 30)",
     )
 
 

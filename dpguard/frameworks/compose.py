@@ -12,6 +12,7 @@ differs is an error naming both places (F004); defaults only fill what neither s
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -47,6 +48,8 @@ def compose(
         node: dict[Any, Any] = data
         for depth, key in enumerate(path[:-1]):
             node = node.setdefault(key, {})
+            if not isinstance(node, dict):  # a value where this path needs a section
+                raise _Shape(".".join(map(str, path[: depth + 1])), node)
             prefix = path[: depth + 1]
             if prefix not in keys:  # a section sits where its first value was written
                 keys[prefix] = origin.position
@@ -81,16 +84,32 @@ def compose(
                 )
                 continue
             if dotted not in values:
-                put(path, value, Origin(manifest.name, manifest.position(path)))
+                try:
+                    put(path, value, Origin(manifest.name, manifest.position(path)))
+                except _Shape as shape:
+                    findings.append(
+                        Finding(
+                            manifest.name,
+                            *manifest.position(path),
+                            "F004",
+                            Severity.ERROR,
+                            f"{dotted} needs {shape.dotted} to be a section, but it is "
+                            f"{_show(shape.value)} in {os.path.basename(extract.path)}; set it "
+                            "in one place",
+                        )
+                    )
     for default in defaults:
         for path, value in _leaves(default.data):
             if value_at(data, path) is None:
-                put(path, value, Origin(default.name, default.position(path)))
-    _derive_batch(extract, data, put)
+                with contextlib.suppress(_Shape):  # defaults fill only where nothing is set
+                    put(path, value, Origin(default.name, default.position(path)))
+    with contextlib.suppress(_Shape):  # a manifest's scalar where a section belongs: the
+        _derive_batch(extract, data, put)  # schema reports it
     data.setdefault("apiVersion", "dpguard/v1")
     data.setdefault("kind", "TrainingManifest")
     meta = data.setdefault("metadata", {})
-    meta.setdefault("name", os.path.splitext(os.path.basename(extract.path))[0] or "config")
+    if isinstance(meta, dict):  # else the schema reports the manifest's metadata
+        meta.setdefault("name", os.path.splitext(os.path.basename(extract.path))[0] or "config")
     _derive_params(data, keys, files, name)
     unread = {
         dotted: origin
@@ -143,8 +162,21 @@ def _same(a: Any, b: Any) -> bool:
         return True
     try:
         return parse_quantity(a) == parse_quantity(b)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, ArithmeticError):  # decimal's InvalidOperation among them
         return False
+
+
+def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+class _Shape(Exception):
+    """A path that runs through a value (`dotted` is `value`), not a section."""
+
+    def __init__(self, dotted: str, value: Any) -> None:
+        super().__init__(dotted)
+        self.dotted, self.value = dotted, value
 
 
 def _show(value: Any) -> str:
@@ -209,11 +241,10 @@ def _derive_batch(extract: Extract, data: dict[str, Any], put: Any) -> None:
     """From the batch one data-parallel replica takes per pipeline schedule (torchtitan's local
     batch), with DP = GPUs / (TP x PP x CP): the global batch (and tokens) where no input gives
     it, else the gradient-accumulation steps that make it up (train.py: GBS / (local x DP))."""
-    training = data.get("training") or {}
+    training, parallel = (_section(data, key) for key in ("training", "parallelism"))
     gpus = value_at(data, ("cluster", "gpus"))
     if extract.replica_batch is None or not gpus:
         return
-    parallel = data.get("parallelism") or {}
     group = 1
     for key in ("tensor", "pipeline", "context"):
         degree = parallel.get(key, 1)

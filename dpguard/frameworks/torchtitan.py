@@ -18,9 +18,9 @@ from itertools import pairwise
 from typing import Any
 
 from dpguard.findings import Severity
-from dpguard.frameworks.model import Extract, Note, Origin, Values
+from dpguard.frameworks.model import Extract, FrameworkError, Note, Origin, Values
 from dpguard.frameworks.numbers import whole
-from dpguard.yamlevents import MAX_DEPTH, Position
+from dpguard.yamlevents import MAX_DEPTH, MAX_INT_DIGITS, Position
 
 # torch.distributed.pipelining schedule names -> dpguard's; stages per rank of each
 SCHEDULES = {
@@ -34,20 +34,11 @@ _UNMODELLED = ("LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "PipelineS
 
 
 def read(path: str, text: str) -> Extract:
-    from dpguard.frameworks.model import FrameworkError
-
     _check_depth(path, text)
     import tomllib
 
     try:
         data = tomllib.loads(text)
-    except RecursionError:  # nesting the scan could not see (tomllib recurses per level)
-        raise FrameworkError(
-            "F001",
-            f"nesting deeper than {MAX_DEPTH} levels",
-            Origin(path, Position(1, 1)),
-            "torchtitan",
-        ) from None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = re.search(r"\(at line (\d+), column (\d+)\)", message)
@@ -56,6 +47,12 @@ def read(path: str, text: str) -> Extract:
         raise FrameworkError(
             "F001", f"invalid TOML: {problem}", Origin(path, where), "torchtitan"
         ) from None
+    except RecursionError:  # nesting the scan could not see (tomllib recurses per level)
+        raise _error(path, text, 0, f"nesting deeper than {MAX_DEPTH} levels") from None
+    except ValueError:  # int() refusing a number of over 4,300 digits
+        long = re.search(f"[0-9_]{{{MAX_INT_DIGITS + 1},}}", text)
+        problem = f"a number of more than {MAX_INT_DIGITS} digits"
+        raise _error(path, text, long.start() if long else 0, problem) from None
     return _extract(path, data, _positions(text))
 
 
@@ -66,10 +63,14 @@ def read(path: str, text: str) -> Extract:
 _KEY_RUN = re.compile(r"[A-Za-z0-9_\-.\"' \t]+")
 
 
+def _error(path: str, text: str, offset: int, problem: str) -> FrameworkError:
+    """F001 at the line of `offset`."""
+    line = text.count("\n", 0, offset) + 1
+    return FrameworkError("F001", problem, Origin(path, Position(line, 1)), "torchtitan")
+
+
 def _check_depth(path: str, text: str) -> None:
     """Refuse nesting and dotted keys deeper than MAX_DEPTH before tomllib sees them."""
-    from dpguard.frameworks.model import FrameworkError
-
     dotted = next(
         (
             run
@@ -79,19 +80,15 @@ def _check_depth(path: str, text: str) -> None:
         None,
     )
 
-    def fail(offset: int, problem: str) -> FrameworkError:
-        line = text.count("\n", 0, offset) + 1
-        return FrameworkError("F001", problem, Origin(path, Position(line, 1)), "torchtitan")
-
     if dotted is not None:
-        raise fail(dotted.start(), f"a dotted key of more than {MAX_DEPTH} parts")
+        raise _error(path, text, dotted.start(), f"a dotted key of more than {MAX_DEPTH} parts")
     depth = 0
     for match in re.finditer(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'|#[^\n]*|[\[\]{}]", text):
         token = match.group()
         if token in "[{":
             depth += 1
             if depth > MAX_DEPTH:
-                raise fail(match.start(), f"nesting deeper than {MAX_DEPTH} levels")
+                raise _error(path, text, match.start(), f"nesting deeper than {MAX_DEPTH} levels")
         elif token in "]}":
             depth = max(depth - 1, 0)
 
