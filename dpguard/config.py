@@ -103,8 +103,12 @@ def load(path: Path) -> Config:
     waivers = data.get("waivers")
     pointed = [(("policies", i), p) for i, p in enumerate(data.get("policies", ()))]
     for where, value in [*pointed, *([(("waivers",), waivers)] if waivers else [])]:
+        target = str(base / value)
+        # a directory's files too: a link in it must not lead out either
+        files = sorted(str(f) for f in Path(target).glob("*.yaml")) if Path(target).is_dir() else []
         try:  # a .dpguard.yaml may come with a pull request: it reads only inside the repository
-            confined(str(base / value), name, f"{where[0]}: {str(value)[:80]!r}")
+            for each in (target, *files):
+                confined(each, name, f"{where[0]}: {str(value)[:80]!r}")
         except Outside as exc:
             raise ConfigError(str(exc), doc.location(where)) from None
     return Config(

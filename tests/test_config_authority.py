@@ -112,6 +112,14 @@ def test_config_paths_stay_inside_the_repository(repo: Path, capsys: pytest.Capt
     outside.unlink()  # the same message whether the target exists or not
     code, _out, err_missing = review(capsys, "team/sub/m.yaml")
     assert err_missing == err
+    # a policy directory inside whose file is a link out
+    outside.write_text(f"token: {TOKEN}\n", "utf-8")
+    (repo / "team" / "sub" / "pol").mkdir()
+    (repo / "team" / "sub" / "pol" / "leak.yaml").symlink_to(outside)
+    nested(repo, "policies: [pol]\n")
+    code, out, err = review(capsys, "team/sub/m.yaml")
+    assert code == 2
+    assert "leads outside the repository" in err and TOKEN not in out + err
 
 
 def test_sarif_and_junit_name_the_config(repo: Path, capsys: pytest.CaptureFixture) -> None:

@@ -55,6 +55,7 @@ def manifest_and_layout(
     the manifest is invalid. `verb` says what the command would have done ("size", "time")."""
     from dpguard.check import check_file
     from dpguard.commands._policies import config_of, load
+    from dpguard.reporters.safe import diagnostic
 
     cfg = config_of(args, args.file)
     policies = load(args.policy, cfg)
@@ -62,8 +63,10 @@ def manifest_and_layout(
     manifest = result.manifest
     if manifest is None:
         for finding in result.findings:
-            print(finding.format(), file=sys.stderr)
-        print(f"{args.file}: the manifest is invalid; nothing to {verb}", file=sys.stderr)
+            print(diagnostic(finding.format()), file=sys.stderr)
+        print(
+            diagnostic(f"{args.file}: the manifest is invalid; nothing to {verb}"), file=sys.stderr
+        )
         return None
     s, mbs, how = layout_to_size(manifest, policies)
     manifest = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs or 1))

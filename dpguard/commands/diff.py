@@ -52,6 +52,7 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     from dpguard.judges import judges, unused_waiver_warnings
     from dpguard.reporters import Report, emit, write_atomic
     from dpguard.reporters import render as render_review
+    from dpguard.reporters.safe import diagnostic
 
     today = getattr(args, "date", None) or dt.date.today()
     judge_of, here = judges(paths, args.policy, args.config, args.fail_on, today)
@@ -59,9 +60,9 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     run = Run(lambda p: judge_of.get(p, fallback), load_catalog(), {})
     report = compare(run)
     for warning in unused_waiver_warnings(judge_of, run.used, None):
-        print(warning, file=sys.stderr)
+        print(diagnostic(warning), file=sys.stderr)
     for _path, why in report.unreadable:
-        print(f"dpguard: error: {why}", file=sys.stderr)
+        print(diagnostic(f"dpguard: error: {why}"), file=sys.stderr)
     failed = any(c.after is not None and not c.after.passed for c in report.changes)
     code = ExitCode.FAILED if failed else ExitCode.OK
     if report.unreadable:
@@ -71,7 +72,7 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     ]
     for path in crashes:
         print(
-            f"dpguard: internal error in {path}: a bug in dpguard (its D001 finding)",
+            diagnostic(f"dpguard: internal error in {path}: a bug in dpguard (its D001 finding)"),
             file=sys.stderr,
         )
     if crashes:  # after every file is compared and the report written

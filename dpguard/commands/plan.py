@@ -39,14 +39,15 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.commands._policies import config_of, load
     from dpguard.exitcodes import ExitCode
     from dpguard.planner.render import plan_dict, render_markdown
+    from dpguard.reporters.safe import diagnostic, safe_line
 
     cfg = config_of(args, args.file)  # the same layered stack review judges this file with
     policies = load(args.policy, cfg)
     result = check_file(args.file, None, policies, cfg.defaults_for(args.file))
     if result.manifest is None or result.outcome is None or result.plan is None:
         for finding in result.findings:
-            print(finding.format(), file=sys.stderr)
-        print(f"{args.file}: the manifest is invalid; nothing to plan", file=sys.stderr)
+            print(diagnostic(finding.format()), file=sys.stderr)
+        print(diagnostic(f"{args.file}: the manifest is invalid; nothing to plan"), file=sys.stderr)
         return ExitCode.FAILED
     plan = result.plan
     if args.emit:
@@ -61,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
         from dpguard.planner.patch import render_yaml
 
         text = render_yaml(plan)
-    else:
-        text = render_markdown(plan, policies, args.templates)
+    else:  # the description is the manifest's free text: each line made safe for a CI log
+        page = render_markdown(plan, policies, args.templates)
+        text = "\n".join(safe_line(line) for line in page.split("\n"))
     sys.stdout.write(text)
     return ExitCode.FAILED if plan.status == "infeasible" else ExitCode.OK
 

@@ -94,10 +94,14 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.exitcodes import ExitCode
     from dpguard.pipeline import LINES_ONLY, SHOWS_PLAN, rendered, review
     from dpguard.reporters import emit, render, write_atomic
+    from dpguard.reporters.safe import diagnostic
 
     paths, empty = expand(args.files, declares_manifest if args.only_manifests else None)
     for directory in empty:
-        print(f"dpguard: {directory}: no manifest or framework config under it", file=sys.stderr)
+        print(
+            diagnostic(f"dpguard: {directory}: no manifest or framework config under it"),
+            file=sys.stderr,
+        )
     quiet = args.quiet and args.format == "text"
     reviewed = review(
         paths,
@@ -123,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             reviewed.report, lambda r: render(r, args.format, color=color), args.debug
         )
     for line in (*reviewed.errors, *reviewed.internal, *broken, *reviewed.warnings):
-        print(line, file=sys.stderr)
+        print(diagnostic(line), file=sys.stderr)
     failed = ExitCode.FAILED if report.summary()["failed"] else ExitCode.OK
     code = ExitCode.CANNOT_RUN if report.unreadable else failed
     if reviewed.internal or broken:  # after every file is reported and the report written

@@ -12,7 +12,7 @@ from typing import Any
 
 from dpguard.hints import hint, operator_hint
 from dpguard.policy.facts import FACTS, FactSpec, spec_of
-from dpguard.policy.regex import PatternProblem, compile_pattern
+from dpguard.policy.regex import MAX_SUBJECT, PatternProblem, compile_pattern
 from dpguard.yamlsource import Path, SourceDoc
 
 Operator = Callable[[Any, Any], bool]
@@ -36,8 +36,11 @@ OPERATORS: dict[str, Operator] = {
         _num(fact) and float(fact).is_integer() and int(fact) % value == 0
     ),
     # `value` is the pattern compiled at load (policy.regex); search, as JSON Schema's pattern:
-    # anchor with ^ and $ to match the whole value.
-    "matches": lambda fact, value: isinstance(fact, str) and value.search(fact) is not None,
+    # anchor with ^ and $ to match the whole value. Only the first MAX_SUBJECT characters: the
+    # guard's bound on a match's work is computed for values that long (policy.regex).
+    "matches": lambda fact, value: (
+        isinstance(fact, str) and value.search(fact[:MAX_SUBJECT]) is not None
+    ),
 }
 ORDERED = frozenset(("lt", "le", "gt", "ge", "divisible_by"))
 ALL_OPERATORS = (*OPERATORS, "exists")

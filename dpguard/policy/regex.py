@@ -39,7 +39,9 @@ O(ways * (n + MAX_LENGTH)) steps: polynomial, never exponential.
 
 The values `matches` tests are short: the free-text facts a manifest writes (`metadata.name`,
 `metadata.owner`, `metadata.labels.<key>`) are bounded by the manifest schema to `MAX_SUBJECT`
-= 256 characters, and the others are mostly names and enumerations. The guard computes `ways`
+= 256 characters, and the others are mostly names and enumerations; a longer value (a fact
+dpguard composes, such as a list of remedies) is searched in its first `MAX_SUBJECT` characters
+only (policy.conditions), so the bound below holds for every value. The guard computes `ways`
 at n = 256 and refuses more than `MAX_WAYS` = 2**18, so a match does at most about
 2**18 * 512 = 1.3e8 elementary steps (the worst accepted shapes take milliseconds). The budget
 admits two unbounded quantifiers anchored (`^[a-z]+-[0-9]+$`: 256 * 256 ways) or one

@@ -78,6 +78,12 @@ def safe_line(text: str) -> str:
     return guard(visible(text))
 
 
+def diagnostic(message: str) -> str:
+    """A message for stderr, which CI logs and the runner read as they read stdout: each line
+    of it (a traceback has several) made a `safe_line`."""
+    return "\n".join(safe_line(line) for line in message.splitlines() or [""])
+
+
 def escape_data(text: str) -> str:
     """The message of a workflow command: controls other than CR and LF made visible, then the
     runner's escaping (actions/toolkit command.ts escapeData), under which CR and LF stay data
