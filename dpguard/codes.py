@@ -21,6 +21,7 @@ CODES: dict[str, str] = {
     "Y010": "number is not finite (NaN or infinity)",
     "Y011": "number has too many digits",
     "Y012": "file too large",
+    "Y013": "mapping key too long",
     "S001": "unknown key",
     "S002": "required key missing",
     "S003": "wrong type",

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 MAX_BYTES = 256 * 1024
 MAX_DEPTH = 32
 MAX_VALUES = 10_000
+MAX_KEY = 256  # characters in a mapping key: no schema or framework key comes near it
 MAX_INT_DIGITS = 30
 
 Path = tuple[str | int, ...]
@@ -228,6 +229,10 @@ def fold(events: Any, name: str) -> SourceDoc:
         if top.key is None:  # this value is a key
             if not isinstance(value, str):
                 raise YamlLoadError("Y005", "mapping keys must be strings", where)
+            if len(value) > MAX_KEY:
+                raise YamlLoadError(
+                    "Y013", f"a key of {len(value):,} characters: the limit is {MAX_KEY}", where
+                )
             if value in top.container:
                 first_path = (*top.path, value)
                 first = keys[first_path]

@@ -9,7 +9,7 @@ from typing import Any
 
 from dpguard.findings import Severity
 from dpguard.frameworks.model import Extract, FrameworkError, Note, Origin, Values
-from dpguard.yamlevents import MAX_DEPTH, MAX_INT_DIGITS, Position
+from dpguard.yamlevents import MAX_DEPTH, MAX_INT_DIGITS, MAX_KEY, Position
 
 
 def read(path: str, text: str) -> Extract:
@@ -82,6 +82,11 @@ def load_json(path: str, text: str) -> tuple[dict[str, Any], dict[tuple, Positio
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: dict[str, Any] = {}
         for key, value in items:
+            if len(key) > MAX_KEY:
+                raise _Refused(
+                    f"a key of {len(key):,} characters: the limit is {MAX_KEY}",
+                    f'"[^"]{{{MAX_KEY + 1},}}"',
+                )
             if key in seen:
                 raise ValueError(f"duplicate key {key!r}")
             seen[key] = value
@@ -94,6 +99,11 @@ def load_json(path: str, text: str) -> tuple[dict[str, Any], dict[tuple, Positio
     except json.JSONDecodeError as exc:
         raise FrameworkError(
             "F001", f"invalid JSON: {exc.msg}", Origin(path, Position(exc.lineno, exc.colno))
+        ) from None
+    except _Refused as exc:  # a limit: at the first text that breaks it
+        found = re.search(exc.locate, text)
+        raise FrameworkError(
+            "F001", str(exc), Origin(path, _pos(text, found.start() if found else 0))
         ) from None
     except ValueError as exc:
         key = str(exc).split("'")[1] if "'" in str(exc) else ""
@@ -109,9 +119,20 @@ def load_json(path: str, text: str) -> tuple[dict[str, Any], dict[tuple, Positio
     return data, positions
 
 
+class _Refused(ValueError):
+    """A value over one of the reader's limits; `locate`: a pattern finding it in the text."""
+
+    def __init__(self, message: str, locate: str) -> None:
+        super().__init__(message)
+        self.locate = locate
+
+
 def _whole(text: str) -> int:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise ValueError(f"a number of {len(text)} digits: the limit is {MAX_INT_DIGITS}")
+        raise _Refused(
+            f"a number of {len(text)} digits: the limit is {MAX_INT_DIGITS}",
+            f"[0-9]{{{MAX_INT_DIGITS + 1},}}",
+        )
     return int(text)
 
 
