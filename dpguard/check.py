@@ -3,11 +3,8 @@ for a problem inside a file, so one broken manifest never stops the others."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -98,72 +95,6 @@ def check_file(
     return FileResult(
         path, tuple(sorted(warnings + outcome.findings)), manifest, outcome, plan, fmt
     )
-
-
-INTERNAL = "D001"  # the finding of a bug met in one file (reporters.model.ENGINE_CODES)
-
-
-def crashed(path: str, exc: BaseException) -> FileResult:
-    """One file's internal error as that file's finding (D001), so that a bug met in one file
-    never loses the others' findings; the caller ends the call with exit 3 once every file is
-    reported (the traceback goes to stderr with --debug)."""
-    what = f"{type(exc).__name__}: {exc}"
-    if len(what) > 300:  # an exception may quote the file's content
-        what = what[:300] + "..."
-    message = f"internal error while checking this file: {what} (this is a bug in dpguard)"
-    return FileResult(path, (Finding(path, 1, 1, INTERNAL, Severity.ERROR, message),), None)
-
-
-TIMED_OUT = "D002"  # a file that took longer than the per-file time budget (`time_budget`)
-FILE_SECONDS = 30.0  # ~1,000x what a real manifest or config takes on a 2-core CI runner
-
-
-class OverBudget(Exception):
-    """Raised into the code checking a file when its time budget runs out."""
-
-
-@contextlib.contextmanager
-def time_budget(seconds: float | None = None) -> Iterator[None]:
-    """Interrupt the check of one file after `seconds` (DPGUARD_FILE_SECONDS, else
-    FILE_SECONDS; 0: no budget) with OverBudget: whatever a file makes dpguard do, the batch
-    goes on. A POSIX interval timer, so only in the main thread and where it exists; elsewhere
-    the readers' own size limits are the bound."""
-    if seconds is None:
-        try:
-            seconds = float(os.environ.get("DPGUARD_FILE_SECONDS", FILE_SECONDS))
-        except ValueError:
-            seconds = FILE_SECONDS
-    usable = (
-        seconds > 0
-        and hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-    )
-    if not usable:
-        yield
-        return
-
-    def expire(_signum: int, _frame: Any) -> None:
-        raise OverBudget(seconds)
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def over_budget(path: str, seconds: float) -> FileResult:
-    message = (
-        f"checking this file took longer than {seconds:g} s, the per-file time budget "
-        "(DPGUARD_FILE_SECONDS): it was stopped and the other files were checked"
-    )
-    return FileResult(path, (Finding(path, 1, 1, TIMED_OUT, Severity.ERROR, message),), None)
-
-
-def is_crashed(findings: Iterable[Finding]) -> bool:
-    return any(f.code == INTERNAL for f in findings)
 
 
 def load_any(

@@ -91,8 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as exc:  # argparse: 0 for --help/--version, 2 for usage errors
             return int(exc.code or 0)
         return int(args.run(args))
-    except DpguardError as exc:
-        print(f"dpguard: error: {exc}", file=sys.stderr)
+    except DpguardError as exc:  # may quote a file's text: escaped for a CI log
+        from dpguard.reporters.safe import diagnostic
+
+        print(diagnostic(f"dpguard: error: {exc}"), file=sys.stderr)
         return ExitCode.CANNOT_RUN
     except KeyboardInterrupt:
         print("dpguard: interrupted", file=sys.stderr)
@@ -106,11 +108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dpguard: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         return ExitCode.CANNOT_RUN
     except Exception as exc:
+        from dpguard.reporters.safe import diagnostic
+
         if debug:
             traceback.print_exc()
         print(
-            f"dpguard: internal error: {type(exc).__name__}: {exc} "
-            "(this is a bug in dpguard; rerun with --debug for the traceback)",
+            diagnostic(
+                f"dpguard: internal error: {type(exc).__name__}: {exc} "
+                "(this is a bug in dpguard; rerun with --debug for the traceback)"
+            ),
             file=sys.stderr,
         )
         return ExitCode.INTERNAL

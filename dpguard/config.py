@@ -12,7 +12,7 @@ framework configs, by glob). Command-line flags win.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,15 @@ SCHEMA_FILE = "config.schema.json"
 
 
 @dataclass(frozen=True)
+class Layer:
+    """What one config under a governing one adds."""
+
+    path: str
+    policies: tuple[str, ...]
+    waivers: str | None
+
+
+@dataclass(frozen=True)
 class Config:
     path: str  # the config file ("" when none was found)
     policies: tuple[str, ...] = ()  # resolved against the config file's directory
@@ -36,11 +45,11 @@ class Config:
     fail_on: str | None = None
     defaults: tuple[tuple[str, SourceDoc], ...] = ()  # (glob, manifest keys) per entry
     governs: bool = False  # `governs: subtree`: configs below may only add to it
-    # Set on a config below a governing one: the governing config, and what this one added
-    # (its policy files and waivers file), layered over the governing config's
-    authority: Config | None = None
-    added_policies: tuple[str, ...] = ()
-    added_waivers: str | None = None
+    # Below a governing config: the configs that only add (governing configs under the
+    # topmost one, then the nearest), each (its path, its policy files, its waivers file),
+    # layered over the topmost governing config's (`governed`; checked by dpguard.judges)
+    authority: str = ""  # the topmost governing config's path
+    added: tuple[Layer, ...] = ()
 
     def defaults_for(self, path: str) -> tuple[SourceDoc, ...]:
         """The `defaults:` entries whose glob matches `path`, in file order."""
@@ -127,35 +136,49 @@ def load(path: Path) -> Config:
 _STRICTNESS = ("never", "error", "warning")
 
 
-def governed(authority: Config, nested: Config) -> Config:
-    """`nested` as it judges under `authority` (``governs: subtree``): the governing config's
-    policies, disable list, waivers and fail_on stand; the nested one adds policy sets and a
-    waivers file, and may make fail_on stricter. Disabling a rule or loosening fail_on is a
-    configuration error naming both files: a pull request that adds a config in its own
-    directory must not silence the team's rules there (its added sets are checked for
-    overrides and disables when they load, dpguard.judges)."""
-    where = f"{nested.path} is governed by {authority.path} (governs: subtree)"
-    if nested.disable:
-        raise ConfigError(
-            f"{where}: a nested config may add policies and waivers, not disable rules",
-            nested.disable_at[0] if nested.disable_at else nested.path,
-        )
-    mine, theirs = nested.fail_on, authority.fail_on or "error"
-    if mine is not None and _STRICTNESS.index(mine) < _STRICTNESS.index(theirs):
-        raise ConfigError(f"{where}: fail_on {mine} is looser than its fail_on {theirs}")
-    return Config(
-        path=nested.path,
-        policies=(*authority.policies, *nested.policies),
-        disable=authority.disable,
-        disable_at=authority.disable_at,
-        waivers=authority.waivers,
-        fail_on=mine or authority.fail_on,
-        defaults=nested.defaults,  # facts about the files, nearest first as without authority
-        governs=nested.governs,
-        authority=authority,
-        added_policies=nested.policies,
-        added_waivers=nested.waivers,
+def governed(chain: list[Config]) -> Config:
+    """The nearest config (`chain[-1]`) as it judges under the topmost governing config above
+    it (`chain[0]`, ``governs: subtree``), with the governing configs between them in order:
+    the topmost one's policies, disable list, waivers and fail_on stand; each config below
+    adds policy sets and a waivers file, and may make fail_on stricter. Disabling a rule or
+    loosening fail_on is a configuration error naming both files: a pull request that adds a
+    config in its own directory must not silence the team's rules there (what its sets and
+    waivers may do is checked when they load, dpguard.judges)."""
+    top, fail_on, added = chain[0], chain[0].fail_on, []
+    for nested in chain[1:]:
+        where = f"{nested.path} is governed by {top.path} (governs: subtree)"
+        if nested.disable:
+            raise ConfigError(
+                f"{where}: a nested config may add policies and waivers, not disable rules",
+                nested.disable_at[0] if nested.disable_at else nested.path,
+            )
+        theirs = fail_on or "error"
+        if nested.fail_on and _STRICTNESS.index(nested.fail_on) < _STRICTNESS.index(theirs):
+            raise ConfigError(
+                f"{where}: fail_on {nested.fail_on} is looser than the governing fail_on {theirs}"
+            )
+        fail_on = nested.fail_on or fail_on
+        added.append(Layer(nested.path, nested.policies, nested.waivers))
+    nearest = chain[-1]
+    return replace(
+        top,
+        path=nearest.path,
+        policies=tuple(p for c in chain for p in c.policies),
+        fail_on=fail_on,
+        defaults=nearest.defaults,  # facts about the files: the nearest config's, as without
+        governs=nearest.governs,
+        authority=top.path,
+        added=tuple(added),
     )
+
+
+def _declares_governs(path: Path) -> bool:
+    """A peek at the root `governs` key; a file that cannot be peeked at is loaded (and its
+    problem reported) rather than taken for one that governs nothing."""
+    from dpguard.yamlsource import root_scalars
+
+    keys = root_scalars(str(path), ("governs",))
+    return keys is None or keys.get("governs") == "subtree"
 
 
 def _defaults(doc: SourceDoc) -> list[tuple[str, SourceDoc]]:
@@ -207,8 +230,8 @@ class Discovery:
             return NO_CONFIG
         if found not in self._loaded:
             nearest = self._load(found)
-            authority = self._authority(found.parent)
-            self._loaded[found] = nearest if authority is None else governed(authority, nearest)
+            chain = [*self._governing(found.parent), nearest]
+            self._loaded[found] = governed(chain) if len(chain) > 1 else nearest
         return self._loaded[found]
 
     def _load(self, path: Path) -> Config:
@@ -216,20 +239,20 @@ class Discovery:
             self._raw[path] = load(path)
         return self._raw[path]
 
-    def _authority(self, directory: Path) -> Config | None:
-        """The topmost config above `directory` (up to the repository root) that declares
-        ``governs: subtree``."""
-        top: Config | None = None
+    def _governing(self, directory: Path) -> list[Config]:
+        """The configs above `directory` (up to the repository root) that declare
+        ``governs: subtree``, topmost first. The others are not loaded: a config the nearest
+        one shadows is not read (a peek at its `governs` key only)."""
+        found: list[Config] = []
         if (directory / ".git").exists():
-            return None  # the nearest config is the repository's own
+            return found  # the nearest config is the repository's own
         for above in directory.parents:
             candidate = above / FILENAME
-            if candidate.is_file():
-                config = self._load(candidate)
-                top = config if config.governs else top
+            if candidate.is_file() and _declares_governs(candidate):
+                found.insert(0, self._load(candidate))
             if (above / ".git").exists():
                 break
-        return top
+        return found
 
     def here(self) -> Config:
         """The config for a command without files: pinned, else found from the current directory."""

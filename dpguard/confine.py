@@ -52,17 +52,23 @@ def root(directory: str) -> str:
     return _found[here]
 
 
+def inside(path: str, directory: str) -> bool:
+    """Whether `path` resolves (links followed) inside `directory` (resolved)."""
+    real, base = os.path.realpath(path), os.path.realpath(directory)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
 def confined(target: str, pointing: str, what: str) -> str:
-    """`target` (relative to the current directory, as built from the pointing file's
-    directory) when it resolves inside the tree `pointing` may read; else Outside, whose
-    message names `what` (``source.path``) and the rule only."""
+    """`target` resolved (the path to open: links followed once, here) when it lies inside the
+    tree `pointing` may read; else Outside, whose message names `what` (``source.path``) and
+    the rule only."""
     if "\0" in target:
         raise Outside(f"{what} is not a file name (it holds a NUL character)")
     base = root(os.path.dirname(os.path.abspath(pointing)) or ".")
     real = os.path.realpath(target)
-    if real != base and not real.startswith(base.rstrip(os.sep) + os.sep):
+    if not inside(real, base):
         raise Outside(
             f"{what} leads outside the repository that holds {os.path.basename(pointing)}: "
             "dpguard reads only files inside it (symbolic links resolved)"
         )
-    return target
+    return real

@@ -44,11 +44,17 @@ def expand(
 
 
 def _walk(root: str) -> Iterator[str]:
+    """The files under `root` the hook would check; a committed link that leads out of `root`
+    is not followed (dpguard.confine: nothing outside is read or shown)."""
+    from dpguard.confine import inside
+
     for directory, subdirs, names in os.walk(root):
         subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
         for name in sorted(names):
             path = os.path.normpath(os.path.join(directory, name))
-            if not name.startswith(".") and _hook_type(path, name) and declares_manifest(path):
+            if name.startswith(".") or not inside(path, root):
+                continue
+            if _hook_type(path, name) and declares_manifest(path):
                 yield path
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dpguard.config import Config
-    from dpguard.policy.model import Policies
+    from dpguard.config import Config, Layer
+    from dpguard.findings import Finding
+    from dpguard.policy.model import Policies, PolicySet
     from dpguard.policy.waivers import Waivers
 
 
@@ -24,8 +25,19 @@ if TYPE_CHECKING:
 class Judge:
     config: Config
     policies: Policies
-    waivers: Waivers | None
+    waivers: tuple[Waivers, ...]  # the config's waivers file(s), applied in order
     fail_on: str
+
+    def waive(
+        self, findings: tuple[Finding, ...], used: dict[str, set[int]] | None
+    ) -> tuple[Finding, ...]:
+        """`findings` with the waivers applied; the waivers that matched recorded in `used`
+        (by waivers file, for the unused-waiver warnings), unless None."""
+        for waivers in self.waivers:
+            findings, hits = waivers.apply(findings)
+            if used is not None:
+                used.setdefault(waivers.path, set()).update(hits)
+        return findings
 
 
 def judges(
@@ -46,11 +58,17 @@ def judges(
     def judge_of(cfg: Config) -> Judge:
         if cfg.path not in by_config:
             policies = stack(extra, cfg)  # flags win: --policy layers after the config's sets
-            waivers = None
-            for owner, path in ((cfg.authority or cfg, cfg.waivers), (cfg, cfg.added_waivers)):
-                if path:
-                    more = load_waivers(path, policies, today, Path(owner.path).parent.resolve())
-                    waivers = more if waivers is None else waivers.joined(more)
+            root = (
+                Path(cfg.authority).parent if cfg.authority else Path(cfg.path).parent
+            ).resolve()
+            owned = [(cfg.waivers, root, None)] + [
+                (layer.waivers, Path(layer.path).parent.resolve(), layer) for layer in cfg.added
+            ]
+            waivers = tuple(
+                _checked(load_waivers(path, policies, today, where), policies, layer)
+                for path, where, layer in owned
+                if path
+            )
             by_config[cfg.path] = Judge(cfg, policies, waivers, fail_on or cfg.fail_on or "error")
         return by_config[cfg.path]
 
@@ -66,42 +84,72 @@ def stack(extra: Sequence[str], cfg: Config | None = None) -> Policies:
 
     cfg = config.discover() if cfg is None else cfg
     policies = load_policies([*cfg.policies, *extra], cfg.disable, cfg.disable_at)
-    if cfg.authority is not None:
-        _only_adds(policies, cfg)
+    for layer in cfg.added:
+        _only_adds(policies, layer, cfg.authority)
     return policies
 
 
-def _only_adds(policies: Policies, cfg: Config) -> None:
-    """A governed config's own policy sets add rules: one that overrides a rule or disables
-    one is a configuration error (dpguard.config.governed)."""
+def _checked(waivers: Waivers, policies: Policies, layer: Layer | None) -> Waivers:
+    """`waivers` as loaded; when a config under a governing one (`layer`) owns them, they may
+    waive only the rules that config's own sets add: the governing config's rules are waived
+    in the governing config's waivers (config.governed)."""
+    if layer is None:
+        return waivers
+    from dpguard.errors import ConfigError
+
+    own = {r.id for s in _added_sets(policies, layer) for r in s.rules}
+    foreign = sorted({w.rule for w in waivers.items if w.rule not in own})
+    if foreign:
+        raise ConfigError(
+            f"{waivers.path} waives {', '.join(foreign)}, but {layer.path} is under a governing "
+            "config (governs: subtree): its waivers may waive only the rules its own policy "
+            "sets add"
+        )
+    return waivers
+
+
+def _added_sets(policies: Policies, layer: Layer) -> list[PolicySet]:
+    """The policy sets `layer` adds."""
     import os
 
-    from dpguard.errors import ConfigError
     from dpguard.policy.load import expand
 
-    added = {os.path.realpath(p) for p in expand(cfg.added_policies)}
-    for policy_set in policies.sets:
-        if os.path.realpath(policy_set.path) not in added:
-            continue
+    added = {os.path.realpath(p) for p in expand(layer.policies)}
+    return [s for s in policies.sets if os.path.realpath(s.path) in added]
+
+
+def _only_adds(policies: Policies, layer: Layer, authority: str) -> None:
+    """The sets a config under a governing one adds: new rules only. One that overrides a
+    rule, disables one or sets settings (headroom, waiver days) is a configuration error."""
+    from dpguard.errors import ConfigError
+
+    for policy_set in _added_sets(policies, layer):
         overriding = [r.id for r in policy_set.rules if r.override]
-        if policy_set.disable or overriding:
-            what = "disables" if policy_set.disable else "overrides"
-            ids = ", ".join(policy_set.disable or tuple(overriding))
+        problem = (
+            f"disables {', '.join(policy_set.disable)}"
+            if policy_set.disable
+            else f"overrides {', '.join(overriding)}"
+            if overriding
+            else "sets settings"
+            if policy_set.settings or policy_set.max_waiver_days is not None
+            else None
+        )
+        if problem:
             raise ConfigError(
-                f"{policy_set.path} {what} {ids}, but {cfg.path} is governed by "
-                f"{cfg.authority.path if cfg.authority else ''} (governs: subtree): a nested "
-                "config may add rules, not override or disable them"
+                f"{policy_set.path} {problem}, but {layer.path} is governed by {authority} "
+                "(governs: subtree): a nested config may add rules, not override or disable "
+                "them or change the settings that judge them"
             )
 
 
 def unused_waiver_warnings(
     judge_of: Mapping[str, Judge], used: Mapping[str, set[int]], checked: Sequence[str] | None
 ) -> tuple[str, ...]:
-    """The unused-waiver warnings of every config that judged a file (`checked`: see
-    Waivers.unused_warnings)."""
+    """The unused-waiver warnings of every waivers file that judged a file, once each (a
+    governing config's file serves several configs; `used` is keyed by waivers file; `checked`:
+    see Waivers.unused_warnings)."""
+    files = {w.path: w for judge in judge_of.values() for w in judge.waivers}
     out: list[str] = []
-    for judge in {j.config.path: j for j in judge_of.values()}.values():
-        if judge.waivers is not None:
-            hits = used.get(judge.config.path, set())
-            out += judge.waivers.unused_warnings(hits, checked)
+    for path, waivers in files.items():
+        out += waivers.unused_warnings(used.get(path, set()), checked)
     return tuple(out)

@@ -9,17 +9,12 @@ import datetime as dt
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from dpguard.catalog import load_catalog
-from dpguard.check import (
-    FileResult,
-    OverBudget,
-    check_file,
-    crashed,
-    over_budget,
-    time_budget,
-)
-from dpguard.errors import DpguardError, InputError
+from dpguard.check import FileResult, check_file
+from dpguard.errors import InputError
+from dpguard.isolation import STOPS, crashed, isolated
 from dpguard.judges import judges, unused_waiver_warnings
 from dpguard.reporters.model import Report, released
 
@@ -68,30 +63,19 @@ def review(
     for path in paths:
         judge = judge_of[path]
         cfg = judge.config
+        defaults = cfg.defaults_for(path)
         try:
-            with time_budget():
-                result = check_file(
-                    path, catalog, judge.policies, cfg.defaults_for(path), shows_plan
-                )
-        except OverBudget as exc:  # the file's finding (exit 1); the others still checked
-            result = over_budget(path, exc.args[0])
+            result, bug = isolated(
+                path,
+                partial(check_file, path, catalog, judge.policies, defaults, shows_plan),
+                debug,
+            )
         except InputError as exc:  # reported; the others are still checked; exit 2 at the end
             unreadable.append((path, str(exc)))
             continue
-        except DpguardError:  # dpguard's own configuration is broken (exit 2): no file is judged
-            raise
-        except Exception as exc:  # a bug: this file's finding, the others still checked
-            result = crashed(path, exc)
-            internal.append(
-                traceback.format_exc().rstrip()
-                if debug
-                else f"dpguard: internal error in {path} (a bug in dpguard, its D001 finding): "
-                "rerun with --debug for the traceback"
-            )
-        if judge.waivers is not None:
-            findings, hits = judge.waivers.apply(result.findings)
-            used.setdefault(cfg.path, set()).update(hits)
-            result = replace(result, findings=findings)
+        if bug is not None:
+            internal.append(bug)
+        result = replace(result, findings=judge.waive(result.findings, used))
         result = replace(result, config=cfg.path, judged_by=judge.policies, fail_on=judge.fail_on)
         results.append(released(result) if lines_only else result)
     warnings = unused_waiver_warnings(judge_of, used, None if all_waivers else paths)
@@ -110,7 +94,7 @@ def rendered(
     message per file replaced). A failure no single file causes still raises."""
     try:
         return render(report), report, ()
-    except DpguardError:
+    except STOPS:
         raise
     except Exception:
         pass
@@ -120,10 +104,10 @@ def rendered(
         try:
             render(replace(report, results=(result,)))
             results.append(result)
-        except DpguardError:
+        except STOPS:
             raise
         except Exception as exc:
-            results.append(crashed(result.path, exc))
+            results.append(crashed(result, exc))
             broken.append(
                 traceback.format_exc().rstrip()
                 if debug

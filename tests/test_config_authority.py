@@ -63,7 +63,7 @@ def test_a_nested_config_cannot_loosen_fail_on(
     nested(repo, f"fail_on: {looser}\n")
     code, _out, err = review(capsys, "-q", "team/sub/m.yaml")
     assert code == 2
-    assert f"fail_on {looser} is looser than its fail_on warning" in err
+    assert f"fail_on {looser} is looser than the governing fail_on warning" in err
 
 
 def test_without_governs_the_nearest_config_judges_alone(
@@ -146,3 +146,64 @@ def test_team_templates_read_only_inside_their_directory(
     assert code == 2
     assert "leads outside" in err
     assert TOKEN not in out + err
+
+
+WAIVE = (
+    "apiVersion: dpguard/v1\nkind: Waivers\nwaivers:\n"
+    "  - {{rule: {rule}, match: m.yaml, reason: r, owner: o, expires: 2030-01-01}}\n"
+)
+
+
+def test_a_nested_waivers_file_waives_only_its_own_rules(
+    repo: Path, capsys: pytest.CaptureFixture
+) -> None:
+    sub = repo / "team" / "sub"
+    (sub / "team.yaml").write_text(TEAM_RULE.format(id="TEAM001", override=""), "utf-8")
+    (sub / "waivers.yaml").write_text(WAIVE.format(rule="ADV004"), "utf-8")
+    nested(repo, "policies: [team.yaml]\nwaivers: waivers.yaml\n")
+    code, _out, err = review(capsys, "-q", "--date", "2029-12-01", "team/sub/m.yaml")
+    assert code == 2
+    assert "waives ADV004" in err and "only the rules its own policy sets add" in err
+    (sub / "waivers.yaml").write_text(WAIVE.format(rule="TEAM001"), "utf-8")
+    code, out, _err = review(capsys, "-q", "--date", "2029-12-01", "team/sub/m.yaml")
+    assert code == 1  # ADV004 stands
+    assert "TEAM001" not in out and "ADV004" in out
+
+
+def test_a_nested_policy_set_cannot_change_settings(
+    repo: Path, capsys: pytest.CaptureFixture
+) -> None:
+    sub = repo / "team" / "sub"
+    text = TEAM_RULE.format(id="TEAM001", override="") + "settings: {memory_headroom: 0.0}\n"
+    (sub / "team.yaml").write_text(text, "utf-8")
+    nested(repo, "policies: [team.yaml]\n")
+    code, _out, err = review(capsys, "-q", "team/sub/m.yaml")
+    assert code == 2
+    assert "sets settings" in err
+
+
+def test_every_governing_config_on_the_way_down_stands(
+    repo: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """root governs, team/ governs and adds a rule, team/sub/ adds nothing: team's rule stands
+    for team/sub/ (the topmost governing config alone would drop it)."""
+    team = repo / "team"
+    (team / "team.yaml").write_text(TEAM_RULE.format(id="TEAM001", override=""), "utf-8")
+    (team / ".dpguard.yaml").write_text("governs: subtree\npolicies: [team.yaml]\n", "utf-8")
+    nested(repo, "defaults: []\n")
+    code, out, _err = review(capsys, "-q", "team/sub/m.yaml")
+    assert code == 1
+    assert "TEAM001" in out
+
+
+def test_a_config_no_file_is_governed_by_is_not_read(
+    repo: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Without governs, a config above the nearest one is not read (only peeked at for the key):
+    a schema problem in it changes nothing for the files below the nearest config. (One that
+    is not YAML at all is read, and its problem reported: it might have meant to govern.)"""
+    (repo / ".dpguard.yaml").write_text("fail_on: 7\n", "utf-8")
+    (repo / "team" / ".dpguard.yaml").write_text("fail_on: error\n", "utf-8")
+    nested(repo, "fail_on: warning\n")
+    code, _out, err = review(capsys, "-q", "team/sub/m.yaml")
+    assert (code, err) == (1, "")

@@ -43,7 +43,7 @@ def no_hang(seconds: float = 60.0) -> Iterator[None]:
     """A hang fails the test (TimeoutError) instead of stalling CI; never a timing assertion:
     the limit is far above what any of these takes. A watchdog thread signals the main thread
     (SIGUSR1, which interrupts a blocking open too), leaving SIGALRM to review's own per-file
-    time budget (check.time_budget)."""
+    time budget (isolation.time_budget)."""
     if not hasattr(signal, "pthread_kill"):  # pragma: no cover - not POSIX
         yield
         return

@@ -32,10 +32,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpguard.check import check_file, is_crashed
+from dpguard.check import check_file
 from dpguard.errors import InputError
 from dpguard.frameworks.model import FrameworkError
 from dpguard.frameworks.read import read
+from dpguard.isolation import is_crashed
 from dpguard.yamlsource import YamlLoadError, load_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,7 +50,7 @@ def no_hang(seconds: float = 60.0) -> Iterator[None]:
     """A hang fails the example (TimeoutError) instead of stalling CI; never a timing
     assertion: a 20 KB input takes milliseconds. A watchdog thread signals the main thread
     (SIGUSR1, which interrupts a blocking open too), leaving SIGALRM to review's own per-file
-    time budget (check.time_budget)."""
+    time budget (isolation.time_budget)."""
     if not hasattr(signal, "pthread_kill"):  # pragma: no cover - not POSIX
         yield
         return

@@ -18,6 +18,7 @@ import posixpath
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,15 +32,16 @@ from dpguard.change.model import (
     currency,
     summarise,
 )
-from dpguard.check import FileResult, check_file, crashed
-from dpguard.errors import DpguardError, InputError
+from dpguard.check import FileResult, check_file
+from dpguard.errors import InputError
 from dpguard.gitrev import Baseline
+from dpguard.isolation import INTERNAL, TIMED_OUT, isolated
 
 if TYPE_CHECKING:
     from dpguard.catalog import Catalog
     from dpguard.config import Config
+    from dpguard.findings import Finding
     from dpguard.policy.model import Policies
-    from dpguard.policy.waivers import Waivers
 
 
 class Judge(Protocol):
@@ -50,9 +52,10 @@ class Judge(Protocol):
     @property
     def policies(self) -> Policies: ...
     @property
-    def waivers(self) -> Waivers | None: ...
-    @property
     def fail_on(self) -> str: ...
+    def waive(
+        self, findings: tuple[Finding, ...], used: dict[str, set[int]] | None
+    ) -> tuple[Finding, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -77,12 +80,12 @@ class Run:
 
 
 def _check(run: Run, disk: str, display: str, judge: Judge, renames: Mapping[str, str]) -> Any:
-    try:
-        result = check_file(disk, run.catalog, judge.policies, judge.config.defaults_for(display))
-    except DpguardError:  # unreadable (InputError) or dpguard's own configuration broken
-        raise
-    except Exception as exc:  # a bug: this version's D001 finding, the other files still compared
-        return crashed(display, exc)
+    defaults = judge.config.defaults_for(display)
+    result, _bug = isolated(  # a bug is this version's D001 finding (commands.diff tells it)
+        display, partial(check_file, disk, run.catalog, judge.policies, defaults)
+    )
+    if any(f.code in (INTERNAL, TIMED_OUT) for f in result.findings):
+        return result  # already at the display path
     if disk == display and not renames:
         return result
 
@@ -94,12 +97,7 @@ def _check(run: Run, disk: str, display: str, judge: Judge, renames: Mapping[str
 
 
 def _waive(run: Run, result: FileResult, judge: Judge, record: bool) -> FileResult:
-    if judge.waivers is None:
-        return result
-    findings, hits = judge.waivers.apply(result.findings)
-    if record:
-        run.used.setdefault(judge.config.path, set()).update(hits)
-    return replace(result, findings=findings)
+    return replace(result, findings=judge.waive(result.findings, run.used if record else None))
 
 
 def _judge_change(result: FileResult, judge: Judge, facts: Mapping[str, Any]) -> FileResult:

@@ -47,8 +47,8 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     from dpguard.change import FORMATS as CHANGE_FORMATS
     from dpguard.change import render_change
     from dpguard.change.collect import Run
-    from dpguard.check import is_crashed
     from dpguard.exitcodes import ExitCode
+    from dpguard.isolation import is_crashed
     from dpguard.judges import judges, unused_waiver_warnings
     from dpguard.reporters import Report, emit, write_atomic
     from dpguard.reporters import render as render_review

@@ -19,7 +19,7 @@ from typing import Any
 
 from dpguard import resources
 from dpguard.findings import Finding, Severity
-from dpguard.frameworks.model import Extract, Origin
+from dpguard.frameworks.model import Extract, Origin, section
 from dpguard.manifest import untie_embeddings
 from dpguard.yamlevents import Path, Position, SourceDoc, value_at
 
@@ -166,11 +166,6 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = data.get(key)
-    return value if isinstance(value, dict) else {}
-
-
 class _Shape(Exception):
     """A path that runs through a value (`dotted` is `value`), not a section."""
 
@@ -241,7 +236,7 @@ def _derive_batch(extract: Extract, data: dict[str, Any], put: Any) -> None:
     """From the batch one data-parallel replica takes per pipeline schedule (torchtitan's local
     batch), with DP = GPUs / (TP x PP x CP): the global batch (and tokens) where no input gives
     it, else the gradient-accumulation steps that make it up (train.py: GBS / (local x DP))."""
-    training, parallel = (_section(data, key) for key in ("training", "parallelism"))
+    training, parallel = (section(data, key) for key in ("training", "parallelism"))
     gpus = value_at(data, ("cluster", "gpus"))
     if extract.replica_batch is None or not gpus:
         return

@@ -100,10 +100,10 @@ def _flagscale_train(doc: SourceDoc) -> SourceDoc | None:
             base = os.path.dirname(doc.name)
             candidate = os.path.join(base, "train", entry["train"] + ".yaml")
             try:
-                confined(candidate, doc.name, f"defaults: train {entry['train'][:80]!r}")
+                real = confined(candidate, doc.name, f"defaults: train {entry['train'][:80]!r}")
             except Outside as exc:
                 at = Origin(doc.name, doc.value_position(("defaults", i, "train")))
                 raise FrameworkError("F005", str(exc), at) from None
-            if os.path.isfile(candidate):
-                return load_text(read_text(candidate), candidate)
+            if os.path.isfile(real):
+                return load_text(read_text(real), candidate)
     return None

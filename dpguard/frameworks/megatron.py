@@ -788,7 +788,9 @@ def _layout_problem(args: Mapping[str, Arg], layers: int | None, pp: int) -> str
         return None
     stages = layout_stages(arg)
     if stages is None:
-        return f"the layout {arg.value!r} is not in Megatron's grammar (E, t, m, L, |, (...)*n)"
+        text = str(arg.value)
+        shown = repr(text[:80]) + ("..." if len(text) > 80 else "")
+        return f"the layout {shown} is not in Megatron's grammar (E, t, m, L, |, (...)*n)"
     if len(stages) % pp:
         return f"the layout has {len(stages)} stages, not a multiple of PP {pp}"
     flat = "".join(stages)

@@ -79,3 +79,10 @@ class Extract:
     # defaults give the GPU count. With it, the steps that turn the batch into tokens.
     replica_batch: tuple[int, Origin] | None = None
     steps: tuple[int, Origin] | None = None
+
+
+def section(node: Any, key: str) -> dict[str, Any]:
+    """`node[key]` when both are mappings, else empty: a hostile or mistaken file may put a
+    scalar where a section belongs (``tokens: true``)."""
+    value = node.get(key) if isinstance(node, dict) else None
+    return value if isinstance(value, dict) else {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dpguard.frameworks.model import Extract, Origin, Values
+from dpguard.frameworks.model import Extract, Origin, Values, section
 from dpguard.yamlevents import SourceDoc
 
 
@@ -33,11 +33,11 @@ def read(doc: SourceDoc) -> Extract:
     ints = lambda v: v if isinstance(v, int) and not isinstance(v, bool) else None  # noqa: E731
     tp = take("parallelism.tensor", ("parallelism", "tp"), ints)
     pp = take("parallelism.pipeline", ("parallelism", "pp"), ints)
-    dp = ints(_section(doc.data, "parallelism").get("dp"))
+    dp = ints(section(doc.data, "parallelism").get("dp"))
     take("parallelism.expert", ("parallelism", "expert_parallel_size"), ints)
     take("parallelism.context", ("parallelism", "context_parallel_size"), ints)
     if (pp or 1) > 1:
-        engine = (_section(doc.data, "parallelism").get("pp_engine")) or "afab"
+        engine = (section(doc.data, "parallelism").get("pp_engine")) or "afab"
         schedule = {"1f1b": "1f1b", "afab": "gpipe"}.get(str(engine), "gpipe")
         put("parallelism.schedule", schedule, ("parallelism", "pp_engine"))
     if dp and tp and pp:
@@ -58,7 +58,7 @@ def read(doc: SourceDoc) -> Extract:
     del tied
     # nanotron's Llama and Qwen2 MLPs are gated (gate_up_proj) whatever hidden_act says
     values["model.ffn_activation"] = "swiglu"
-    model_config = _section(_section(doc.data, "model"), "model_config")
+    model_config = section(section(doc.data, "model"), "model_config")
     moe_config = model_config.get("moe_config")
     moe: tuple[tuple[str, ...], tuple[str, ...]]
     if isinstance(moe_config, dict):  # Qwen2Config: moe_config {num_experts, top_k, ...}
@@ -78,33 +78,26 @@ def read(doc: SourceDoc) -> Extract:
         values.pop("model.experts", None)
     seq = take("model.seq_len", ("tokens", "sequence_length"), ints)
     mbs = take("training.micro_batch_size", ("tokens", "micro_batch_size"), ints)
-    acc = ints(_section(doc.data, "tokens").get("batch_accumulation_per_replica"))
+    acc = ints(section(doc.data, "tokens").get("batch_accumulation_per_replica"))
     if mbs and acc and dp:
         put(
             "training.global_batch_size",
             mbs * acc * dp,
             ("tokens", "batch_accumulation_per_replica"),
         )
-        steps = ints(_section(doc.data, "tokens").get("train_steps"))
+        steps = ints(section(doc.data, "tokens").get("train_steps"))
         if steps and seq:
             put("training.tokens", steps * mbs * acc * dp * seq, ("tokens", "train_steps"))
 
-    if _section(doc.data, "parallelism").get("recompute_layer") is True:
+    if section(doc.data, "parallelism").get("recompute_layer") is True:
         put("training.activation_recompute", "full", ("parallelism", "recompute_layer"))
-    par = _section(doc.data, "parallelism")
+    par = section(doc.data, "parallelism")
     mode = str(par.get("tp_mode") or "ALL_REDUCE").upper()
     if mode in ("ALL_REDUCE", "REDUCE_SCATTER") and (values.get("parallelism.tensor") or 1) > 1:
         # nanotron's ParallelismArgs: tp_mode defaults to ALL_REDUCE (no sequence parallelism)
         at = ("parallelism", "tp_mode" if "tp_mode" in par else "tp")
         put("training.sequence_parallel", mode == "REDUCE_SCATTER", at)
-    zero = _section(doc.data, "optimizer").get("zero_stage")
+    zero = section(doc.data, "optimizer").get("zero_stage")
     if isinstance(zero, int) and not isinstance(zero, bool):
         put("training.zero_stage", zero, ("optimizer", "zero_stage"))
     return Extract("nanotron", doc.name, found.values, found.origins)
-
-
-def _section(node: Any, key: str) -> dict[str, Any]:
-    """`node[key]` when both are mappings, else empty: a hostile or mistaken file may put a
-    scalar where a section belongs (``tokens: true``)."""
-    value = node.get(key) if isinstance(node, dict) else None
-    return value if isinstance(value, dict) else {}

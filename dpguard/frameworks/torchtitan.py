@@ -69,17 +69,35 @@ def _error(path: str, text: str, offset: int, problem: str) -> FrameworkError:
     return FrameworkError("F001", problem, Origin(path, Position(line, 1)), "torchtitan")
 
 
+def _is_key(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] stands where TOML has a key: before `=` at a line's start or in
+    an inline table (after `{` or `,`), or as a whole table header (`[a.b]`, `[[a.b]]`); a
+    string in an array (`[". . ."]`) is not one. Looks back over blanks only: linear."""
+
+    def before(i: int) -> str:  # the character before offset i, blanks skipped ("\n" at start)
+        while i > 0 and text[i - 1] in " \t":
+            i -= 1
+        return text[i - 1] if i > 0 else "\n"
+
+    after = text[end : end + 1]
+    if after == "=":
+        return before(start) in ("\n", "{", ",")
+    if after != "]" or before(start) != "[":
+        return False
+    opening = text.rfind("[", 0, start)
+    return before(opening) == "\n" or (before(opening) == "[" and before(opening - 1) == "\n")
+
+
 def _check_depth(path: str, text: str) -> None:
     """Refuse nesting and dotted keys deeper than MAX_DEPTH before tomllib sees them."""
     dotted = next(
         (
             run
             for run in _KEY_RUN.finditer(text)
-            if run.group().count(".") > MAX_DEPTH and text[run.end() : run.end() + 1] in ("=", "]")
+            if run.group().count(".") > MAX_DEPTH and _is_key(text, run.start(), run.end())
         ),
         None,
     )
-
     if dotted is not None:
         raise _error(path, text, dotted.start(), f"a dotted key of more than {MAX_DEPTH} parts")
     depth = 0

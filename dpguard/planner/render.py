@@ -304,10 +304,11 @@ def _confined_loader() -> Any:
         def get_source(self, environment: Any, template: str) -> Any:
             from jinja2.loaders import split_template_path
 
+            from dpguard.confine import inside
+
             # checked before a byte is read (Jinja's loader reads only regular files)
-            root = os.path.realpath(self.searchpath[0])
-            target = os.path.realpath(os.path.join(root, *split_template_path(template)))
-            if not target.startswith(root.rstrip(os.sep) + os.sep):
+            root = self.searchpath[0]
+            if not inside(os.path.join(root, *split_template_path(template)), root):
                 raise TemplateNotFound(f"{template} (it leads outside {self.searchpath[0]})")
             return super().get_source(environment, template)
 
@@ -340,12 +341,17 @@ def _shipped_environment() -> Any:
 
 
 def _built_stamp() -> str:
-    """The Jinja version and the shipped templates' digest the compiled ones must match."""
+    """The Jinja version and the digest of the shipped templates and of the sandbox that
+    compiles them (policy/templates.py: its code generator meters the compiled code) that the
+    compiled ones must match: a changed sandbox compiles them again, never runs them unmetered."""
     import hashlib
+    import inspect
 
     import jinja2
 
-    digest = hashlib.sha256()
+    from dpguard.policy import templates
+
+    digest = hashlib.sha256(inspect.getsource(templates).encode())
     for name in sorted(_template_names()):
         digest.update(
             name.encode() + b"\0" + resources.read_text("dpguard.templates", name).encode()

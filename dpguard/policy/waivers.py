@@ -53,28 +53,18 @@ class Waivers:
     items: tuple[Waiver, ...]
     today: dt.date
     root: Path | None = None  # the .dpguard.yaml directory, for relative matches
-    # each item's own root when files of several configs were joined (a governed config's)
-    roots: tuple[Path | None, ...] = ()
-
-    def joined(self, other: Waivers) -> Waivers:
-        """These waivers, then `other`'s, each matching relative to its own config."""
-        mine = self.roots or (self.root,) * len(self.items)
-        theirs = other.roots or (other.root,) * len(other.items)
-        return replace(self, items=self.items + other.items, roots=mine + theirs)
 
     def apply(self, findings: Iterable[Finding]) -> tuple[tuple[Finding, ...], set[int]]:
-        """Findings with waivers applied, and the indexes of the waivers that matched."""
+        """Findings with waivers applied, and the indexes of the waivers that matched (a
+        finding another waivers file already waived is left as it is)."""
         used: set[int] = set()
         out = []
         for finding in findings:
-            index = next(
-                (
-                    i
-                    for i, w in enumerate(self.items)
-                    if w.matches(finding, self.roots[i] if self.roots else self.root)
-                ),
-                None,
-            )
+            index = None
+            if not finding.waived:
+                index = next(
+                    (i for i, w in enumerate(self.items) if w.matches(finding, self.root)), None
+                )
             if index is not None:
                 used.add(index)
                 waiver = self.items[index]
