@@ -463,6 +463,16 @@ def test_100_mb_file_is_refused_before_it_is_read(
     assert opened == []
 
 
+def test_a_key_over_the_limit_is_refused_at_the_key() -> None:
+    assert failure("a: 1\n" + "k" * 257 + ": 1\n") == (
+        "Y013",
+        2,
+        1,
+        "a key of 257 characters: the limit is 256",
+    )
+    assert data("k" * 256 + ": 1\n") == {"k" * 256: 1}
+
+
 def test_size_limit_boundary(write_manifest: Any) -> None:
     body = "a: 1\n"
     pad = "#" * (MAX_BYTES - len(body) - 1) + "\n"
