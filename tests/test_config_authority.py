@@ -207,3 +207,25 @@ def test_a_config_no_file_is_governed_by_is_not_read(
     nested(repo, "fail_on: warning\n")
     code, _out, err = review(capsys, "-q", "team/sub/m.yaml")
     assert (code, err) == (1, "")
+
+
+def test_a_change_report_names_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)
+    run = lambda *argv: subprocess.run(["git", *argv], check=True, capture_output=True)  # noqa: E731
+    run("init", "-q")
+    run("config", "user.email", "t@example.com")
+    run("config", "user.name", "t")
+    shutil.copy(EXAMPLE, "m.yaml")
+    Path(".dpguard.yaml").write_text("fail_on: error\n", "utf-8")
+    run("add", "-A")
+    run("commit", "-qm", "base")
+    for fmt in ("text", "github", "markdown"):
+        main(["review", "--baseline", "HEAD", "--format", fmt, "m.yaml"])
+        assert "config .dpguard.yaml" in capsys.readouterr().out
+    main(["review", "--baseline", "HEAD", "--format", "json", "m.yaml"])
+    [change] = json.loads(capsys.readouterr().out)["changes"]
+    assert change["config"].endswith(".dpguard.yaml")

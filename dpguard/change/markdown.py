@@ -16,6 +16,7 @@ from dpguard.change.render import (
     MARKER,
     arrow,
     change_text,
+    config_lines,
     hours,
     key_text,
     layout,
@@ -106,6 +107,7 @@ def context(report: ChangeReport) -> dict[str, Any]:
         "policies": cell(
             "policies: "
             + ", ".join(f"{s.name} {s.version} ({s.digest})" for s in report.policies.sets)
+            + "".join(f" [{line}]" for line in config_lines(report))
         )
         if report.policies
         else None,

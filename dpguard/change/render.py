@@ -62,6 +62,7 @@ def change_dict(change: Change) -> dict[str, Any]:
         "path": change.path,
         "base_path": change.base_path,
         "status": change.status,
+        "config": change.result.config or None if change.result is not None else None,
         "before": side_dict(change.before),
         "after": side_dict(change.after),
         "delta": {
@@ -233,6 +234,22 @@ def total_lines(report: ChangeReport) -> list[str]:
     ]
 
 
+def config_lines(report: ChangeReport) -> list[str]:
+    """Which configuration judged the new versions: one line per .dpguard.yaml (with its files
+    when there are several); none when no config judged them."""
+    from dpguard.config import display
+
+    groups: dict[str, list[str]] = {}
+    for c in report.changes:
+        if c.result is not None and c.result.config:
+            groups.setdefault(c.result.config, []).append(c.path)
+    many = len(groups) > 1
+    return [
+        f"config {display(config)}" + (f": {', '.join(paths)}" if many else "")
+        for config, paths in groups.items()
+    ]
+
+
 def status_text(change: Change, report: ChangeReport) -> str:
     since = f" since {report.baseline}" if report.baseline else ""
     if change.status == "renamed":
@@ -265,6 +282,7 @@ def render_text(report: ChangeReport, *, color: bool = False) -> str:
         lines += [f"  - {f.format()} (resolved)" for f in c.resolved]
     for path, why in report.unreadable:
         lines.append(f"{path}: cannot be compared: {why}")
+    lines += config_lines(report)
     lines += total_lines(report)
     # every line holds file text (paths, changed values, finding messages) and none is colored
     return "\n".join(map(safe_line, lines)) + "\n"
@@ -297,5 +315,6 @@ def render_github(report: ChangeReport, *, color: bool = False) -> str:
                 f"title={escape_property(title)}"
             )
             lines.append(f"::notice {props}::{escape_data(message)}")
-    lines += map(safe_line, total_lines(report))  # plain log lines (the currency is a policy's)
+    # plain log lines (the config's path and the currency are file text)
+    lines += map(safe_line, [*config_lines(report), *total_lines(report)])
     return "\n".join(lines) + "\n"
