@@ -13,17 +13,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import threading
 import tracemalloc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import InvalidOperation
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hang_watch import no_hang
 
 from dpguard.check import check_file
 from dpguard.cli import main
@@ -36,37 +34,6 @@ VALID = (HERE.parent / "examples" / "small-dense.yaml").read_text(encoding="utf-
 # planted in every file outside the repository: it must appear in no output
 TOKEN = "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
 CONFIG_CASE = "dpguard_config_outside.yaml"  # installed as .dpguard.yaml by its own test
-
-
-@contextmanager
-def no_hang(seconds: float = 60.0) -> Iterator[None]:
-    """A hang fails the test (TimeoutError) instead of stalling CI; never a timing assertion:
-    the limit is far above what any of these takes. A watchdog thread signals the main thread
-    (SIGUSR1, which interrupts a blocking open too), leaving SIGALRM to review's own per-file
-    time budget (isolation.time_budget)."""
-    if not hasattr(signal, "pthread_kill"):  # pragma: no cover - not POSIX
-        yield
-        return
-
-    def fire(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"no answer within {seconds:g} s: a hang")
-
-    done = threading.Event()
-    target = threading.get_ident()
-
-    def watch() -> None:
-        if not done.wait(seconds):
-            signal.pthread_kill(target, signal.SIGUSR1)
-
-    previous = signal.signal(signal.SIGUSR1, fire)
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        done.set()
-        watcher.join()
-        signal.signal(signal.SIGUSR1, previous)
 
 
 # -- the corpus -----------------------------------------------------------------------------

@@ -20,15 +20,13 @@ import functools
 import json
 import re
 import shutil
-import signal
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hang_watch import no_hang
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,37 +41,6 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "data" / "frameworks"
 MAX_CHARS = 20_000
 EXAMPLES = 1000  # per format and run: the issue asks for at least 1,000
-
-
-@contextmanager
-def no_hang(seconds: float = 60.0) -> Iterator[None]:
-    """A hang fails the example (TimeoutError) instead of stalling CI; never a timing
-    assertion: a 20 KB input takes milliseconds. A watchdog thread signals the main thread
-    (SIGUSR1, which interrupts a blocking open too), leaving SIGALRM to review's own per-file
-    time budget (isolation.time_budget)."""
-    if not hasattr(signal, "pthread_kill"):  # pragma: no cover - not POSIX
-        yield
-        return
-
-    def fire(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"no answer within {seconds:g} s: a hang")
-
-    done = threading.Event()
-    target = threading.get_ident()
-
-    def watch() -> None:
-        if not done.wait(seconds):
-            signal.pthread_kill(target, signal.SIGUSR1)
-
-    previous = signal.signal(signal.SIGUSR1, fire)
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        done.set()
-        watcher.join()
-        signal.signal(signal.SIGUSR1, previous)
 
 
 def fixture(name: str) -> str:
