@@ -54,8 +54,10 @@ def read_source(path: str, fmt: str | None, manifest: SourceDoc) -> Extract:
     from dpguard.errors import InputError
 
     at = Origin(manifest.name, manifest.value_position(("source", "path")))
+    real = path
     try:
-        text = read_text(confined(path, manifest.name, "source.path"))
+        real = confined(path, manifest.name, "source.path")  # the file opened: links resolved
+        text = read_text(real)
         if fmt is not None and fmt not in FORMATS:
             raise FrameworkError(
                 "F005", f"source.format {fmt!r} is not one of {', '.join(FORMATS)}", at
@@ -78,8 +80,8 @@ def read_source(path: str, fmt: str | None, manifest: SourceDoc) -> Extract:
         return read(path, found, text)
     except Outside as exc:
         raise FrameworkError("F005", str(exc), at) from None
-    except InputError as exc:
-        raise FrameworkError("F005", f"source.path: {exc}", at) from None
+    except InputError as exc:  # named as the manifest wrote it, not as resolved
+        raise FrameworkError("F005", f"source.path: {exc}".replace(real, path), at) from None
     except YamlLoadError as exc:
         raise FrameworkError(exc.code, exc.message, Origin(path, exc.position)) from None
 
