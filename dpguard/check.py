@@ -142,8 +142,12 @@ def _compose(
 
 def _source(doc: SourceDoc, source: Mapping[str, Any]) -> tuple[str, str | None]:
     """The framework file a manifest's `source:` names, relative to the manifest."""
-    base = os.path.dirname(doc.name)
-    return os.path.join(base, source["path"]), source.get("format")
+    joined = os.path.join(os.path.dirname(doc.name), source["path"])
+    # named without `..` (`configs/pretrain.sh`, not `jobs/../configs/pretrain.sh`: reports and
+    # annotations then match the file a diff shows), unless a link makes them different files
+    tidy = os.path.normpath(joined)
+    same = "\0" not in joined and os.path.realpath(tidy) == os.path.realpath(joined)
+    return (tidy if same else joined), source.get("format")
 
 
 def judge(manifest: Manifest, policies: Policies) -> tuple[Outcome, Plan]:

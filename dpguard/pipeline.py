@@ -17,6 +17,7 @@ from dpguard.errors import InputError
 from dpguard.isolation import STOPS, crashed, isolated
 from dpguard.judges import judges, unused_waiver_warnings
 from dpguard.reporters.model import Report, released
+from dpguard.sourcing import through_manifests
 
 # The reports that print each file's plan (the decision line, the plan data, the PR comment's
 # plan): for the others (the hook's --quiet, SARIF, JUnit) review runs the planner's full search
@@ -54,6 +55,7 @@ def review(
     not only those whose files were all checked in this call. A bug met in one file is that
     file's D001 finding and one `internal` message (its traceback with `debug`); the other files
     are still checked."""
+    paths = through_manifests(paths)  # a sourced config is judged as its manifests
     judge_of, here = judges(paths, policies, config, fail_on, today)
     used: dict[str, set[int]] = {}
     catalog = load_catalog()
