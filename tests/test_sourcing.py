@@ -86,3 +86,26 @@ def test_the_hook_passes_a_commit_that_changes_only_the_config(
     out = capsys.readouterr().out
     assert code == 0
     assert out.splitlines()[-1].startswith("1 manifest checked: 1 passed")
+
+
+def test_a_change_to_the_config_alone_prices_its_manifest(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """review --baseline on a commit that changes only the script compares the manifest that
+    sources it, each version with its own script."""
+    import subprocess
+
+    (repo / ".git").rmdir()
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    script = repo / "configs" / "pretrain.sh"
+    script.write_text(
+        script.read_text(encoding="utf-8").replace("TP=${TP:-4}", "TP=${TP:-8}"), encoding="utf-8"
+    )
+    code = main(["review", "--baseline", "HEAD", "--format", "json", "configs/pretrain.sh"])
+    [change] = json.loads(capsys.readouterr().out)["changes"]
+    assert code == 0
+    assert (change["path"], change["status"]) == ("jobs/run.yaml", "modified")
+    assert (change["before"]["tensor"], change["after"]["tensor"]) == (4, 8)

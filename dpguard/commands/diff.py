@@ -123,5 +123,7 @@ def run_baseline(args: argparse.Namespace) -> int:
                 shown = baseline.display(rel)
                 if not hidden and rel.endswith(EXTENSIONS) and not os.path.exists(shown):
                     files.append(shown)
-    files = list(dict.fromkeys(files))
+    from dpguard.sourcing import through_manifests
+
+    files = through_manifests(list(dict.fromkeys(files)))  # a sourced config: its manifests
     return _run(args, files, lambda r: against_revision(baseline, files, r, keep))
