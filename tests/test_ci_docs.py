@@ -62,8 +62,8 @@ def blocks() -> dict[str, str]:
 
 def test_every_block_is_one_this_file_tests() -> None:
     assert sorted(blocks()) == [
-        "sh git diff --name-only -z --diff-filter=ACMR origin/main...HEAD -- '*.yaml' '*.yml' > "
-        "changed.txt",
+        "sh git diff --name-only -z --diff-filter=ACMR origin/main...HEAD -- '*.yaml' '*.yml' "
+        "'*.sh' '*.bash' '*.toml' '*.json' > changed.txt",
         "yaml # .github/workflows/dpguard-cost.yaml",  # tests/test_diff.py plays these two
         "yaml # .github/workflows/dpguard.yaml",
         "yaml # .gitlab-ci.yml",
@@ -351,7 +351,7 @@ def test_gitlab_job_structure() -> None:
     assert job["rules"] == [
         {
             "if": '$CI_PIPELINE_SOURCE == "merge_request_event"',
-            "changes": ["**/*.yaml", "**/*.yml"],
+            "changes": ["**/*.yaml", "**/*.yml", "**/*.sh", "**/*.bash", "**/*.toml", "**/*.json"],
         }
     ]
     assert job["variables"]["GIT_DEPTH"] == "0"
@@ -403,7 +403,7 @@ def test_gitlab_job_with_a_good_manifest(tmp_path: Path) -> None:
 
 def test_gitlab_job_without_yaml_changes(tmp_path: Path) -> None:
     done = play_gitlab(make_change(tmp_path, {"notes.txt": "text\n"}))
-    assert (done.returncode, done.stdout) == (0, "no YAML files changed\n")
+    assert (done.returncode, done.stdout) == (0, "no manifest or config changed\n")
 
 
 # ---- the local commands ------------------------------------------------------------------------
