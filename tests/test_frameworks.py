@@ -263,6 +263,18 @@ def test_bridge_and_deepspeed() -> None:
     assert ds.values["training.zero_stage"] == 2 and ds.facts["framework.zero_with_pipeline"]
 
 
+def test_deepspeed_without_sections_runs_its_own_defaults(tmp_path: Path) -> None:
+    """No zero_optimization: DeepSpeed's stage 0, not the manifest's default 1; no bf16/fp16
+    section: fp32, which dpguard does not model, said in an F002 note."""
+    path = tmp_path / "ds.json"
+    path.write_text('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1}\n', "utf-8")
+    ds = read(str(path), "deepspeed")
+    assert ds.values["training.zero_stage"] == 0
+    assert "training.precision" not in ds.values
+    (note,) = ds.notes
+    assert note.code == "F002" and "fp32" in note.message
+
+
 def test_a_flag_the_file_computes_is_reported_not_guessed(tmp_path: Path) -> None:
     text = SCRIPT.replace("TP=2", "TP=$(cat tp.txt)")
     extract = read(write(tmp_path, "llama.sh", text), "megatron")
