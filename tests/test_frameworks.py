@@ -275,6 +275,18 @@ def test_deepspeed_without_sections_runs_its_own_defaults(tmp_path: Path) -> Non
     assert note.code == "F002" and "fp32" in note.message
 
 
+def test_a_node_count_the_scheduler_sets_says_why_the_gpus_are_unknown(tmp_path: Path) -> None:
+    text = (
+        "#!/bin/bash\nNNODES=${SLURM_NNODES:-32}\n"
+        "torchrun --nproc_per_node 8 --nnodes $NNODES pretrain_gpt.py --num-layers 32\n"
+    )
+    extract = read(write(tmp_path, "run.sh", text), "megatron")
+    assert "cluster.gpus" not in extract.values
+    (note,) = [n for n in extract.notes if "GPU count" in n.message]
+    assert (note.code, note.origin.position.line) == ("F002", 2)
+    assert "--nnodes is $SLURM_NNODES, which the job scheduler sets at launch" in note.message
+
+
 def test_a_flag_the_file_computes_is_reported_not_guessed(tmp_path: Path) -> None:
     text = SCRIPT.replace("TP=2", "TP=$(cat tp.txt)")
     extract = read(write(tmp_path, "llama.sh", text), "megatron")

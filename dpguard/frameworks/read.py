@@ -108,16 +108,19 @@ def _megatron_script(path: str, text: str) -> Extract:
         )
         for name, at in script.sourced
     ]
-    extra, origins = _script_gpus(script, launcher, path)
+    extra, origins, unknown = _script_gpus(script, launcher, path)
     extract = megatron.to_manifest(args, "megatron", path, extra)
-    return with_values(extract, origins=origins, notes=notes)
+    return with_values(extract, origins=origins, notes=notes + unknown)
 
 
 def _script_gpus(
     script: Script, launcher: Mapping[str, Arg], path: str
-) -> tuple[dict[str, Any], dict[str, Origin]]:
+) -> tuple[dict[str, Any], dict[str, Origin], list[Note]]:
     """GPU count from torchrun's ``--nproc_per_node`` x ``--nnodes``, else from the usual
-    variables (GPUS_PER_NODE x NNODES)."""
+    variables (GPUS_PER_NODE x NNODES); an F002 note says why a count the script writes cannot
+    be read (``--nnodes $SLURM_NNODES``: the scheduler sets it), so the F003 that follows has
+    its reason."""
+    notes: list[Note] = []
 
     def first(names: tuple[str, ...]) -> tuple[int | None, Origin | None]:
         for name in names:
@@ -131,6 +134,10 @@ def _script_gpus(
             number = whole(text) if text else None
             if words and number is not None and number >= 0:
                 return number, Origin(path, words[0].position)
+        unknown = next((launcher[n] for n in names if n in launcher and launcher[n].why), None)
+        if unknown is not None:
+            why = f"--{names[0]} is {unknown.why}: the GPU count cannot be read from the script"
+            notes.append(Note(unknown.origin, "F002", why))
         return None, None
 
     per_node, at_node = first(("nproc_per_node", "gpus_per_node"))
@@ -140,7 +147,7 @@ def _script_gpus(
         found.put("cluster.gpus_per_node", per_node, at_node)
         if nodes:
             found.put("cluster.gpus", per_node * nodes, at_nodes)
-    return found.values, found.origins
+    return found.values, found.origins, notes
 
 
 def _flag_map(doc: SourceDoc) -> Extract:
