@@ -287,6 +287,20 @@ def test_a_node_count_the_scheduler_sets_says_why_the_gpus_are_unknown(tmp_path:
     assert "--nnodes is $SLURM_NNODES, which the job scheduler sets at launch" in note.message
 
 
+def test_the_slurm_header_gives_the_nodes(tmp_path: Path) -> None:
+    text = (
+        "#!/bin/bash\n#SBATCH --job-name=llama\n#SBATCH --nodes=4\n\n"
+        "torchrun --nproc_per_node 8 --nnodes $SLURM_NNODES pretrain_gpt.py --num-layers 32\n"
+        "#SBATCH --nodes=99\n"  # after the first command: sbatch does not read it
+    )
+    extract = read(write(tmp_path, "run.sh", text), "megatron")
+    assert extract.values["cluster.gpus"] == 32
+    assert extract.origins["cluster.gpus"].position == Position(3, 17)
+    assert not [n for n in extract.notes if "GPU count" in n.message]
+    short = text.replace("#SBATCH --nodes=4", "#SBATCH -N 2")
+    assert read(write(tmp_path, "short.sh", short), "megatron").values["cluster.gpus"] == 16
+
+
 def test_a_flag_the_file_computes_is_reported_not_guessed(tmp_path: Path) -> None:
     text = SCRIPT.replace("TP=2", "TP=$(cat tp.txt)")
     extract = read(write(tmp_path, "llama.sh", text), "megatron")

@@ -9,6 +9,7 @@ executed: every reader parses text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,7 +21,7 @@ from dpguard.frameworks.megatron import Arg
 from dpguard.frameworks.model import Extract, FrameworkError, Note, Origin, Values
 from dpguard.frameworks.numbers import whole
 from dpguard.frameworks.shell import Script
-from dpguard.yamlevents import SourceDoc, YamlLoadError
+from dpguard.yamlevents import Position, SourceDoc, YamlLoadError
 from dpguard.yamlsource import load_text, read_text
 
 FORMATS = ("megatron", "nemo", "bridge", "flagscale", "torchtitan", "deepspeed", "nanotron")
@@ -108,18 +109,19 @@ def _megatron_script(path: str, text: str) -> Extract:
         )
         for name, at in script.sourced
     ]
-    extra, origins, unknown = _script_gpus(script, launcher, path)
+    extra, origins, unknown = _script_gpus(script, launcher, path, text)
     extract = megatron.to_manifest(args, "megatron", path, extra)
     return with_values(extract, origins=origins, notes=notes + unknown)
 
 
 def _script_gpus(
-    script: Script, launcher: Mapping[str, Arg], path: str
+    script: Script, launcher: Mapping[str, Arg], path: str, text: str
 ) -> tuple[dict[str, Any], dict[str, Origin], list[Note]]:
     """GPU count from torchrun's ``--nproc_per_node`` x ``--nnodes``, else from the usual
-    variables (GPUS_PER_NODE x NNODES); an F002 note says why a count the script writes cannot
-    be read (``--nnodes $SLURM_NNODES``: the scheduler sets it), so the F003 that follows has
-    its reason."""
+    variables (GPUS_PER_NODE x NNODES), else nodes from the Slurm header (``#SBATCH --nodes=4``
+    or ``-N 4``: the allocation the job runs on); an F002 note says why a count the script
+    writes cannot be read (``--nnodes $SLURM_NNODES``: the scheduler sets it), so the F003
+    that follows has its reason."""
     notes: list[Note] = []
 
     def first(names: tuple[str, ...]) -> tuple[int | None, Origin | None]:
@@ -142,12 +144,32 @@ def _script_gpus(
 
     per_node, at_node = first(("nproc_per_node", "gpus_per_node"))
     nodes, at_nodes = first(("nnodes", "num_nodes"))
+    if nodes is None:
+        nodes, at_nodes = _sbatch_nodes(text, path)
+        if nodes is not None:
+            notes.clear()  # the header says it: no reason to give for the launcher's variable
     found = Values()
     if per_node:
         found.put("cluster.gpus_per_node", per_node, at_node)
         if nodes:
             found.put("cluster.gpus", per_node * nodes, at_nodes)
     return found.values, found.origins, notes
+
+
+# a Slurm batch header line: `#SBATCH --nodes=4`, `#SBATCH --nodes 4`, `#SBATCH -N 4`/`-N4`
+_SBATCH_NODES = re.compile(r"#SBATCH[ \t]+(?:--nodes[= \t]+|-N[ \t]*)([0-9]{1,6})[ \t]*")
+
+
+def _sbatch_nodes(text: str, path: str) -> tuple[int | None, Origin | None]:
+    """The node count of the script's Slurm header: its `#SBATCH` lines before the first
+    command, as sbatch reads them (a range such as `--nodes=2-4` is not one count)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip() and not line.startswith("#"):
+            break  # sbatch stops reading directives at the first command
+        match = _SBATCH_NODES.fullmatch(line.rstrip("\r"))
+        if match is not None:
+            return int(match.group(1)), Origin(path, Position(number, match.start(1) + 1))
+    return None, None
 
 
 def _flag_map(doc: SourceDoc) -> Extract:
