@@ -20,7 +20,7 @@ from typing import Any
 from dpguard import resources
 from dpguard.confine import Outside, confined
 from dpguard.errors import ConfigError
-from dpguard.yamlsource import SourceDoc, YamlLoadError, load_file
+from dpguard.yamlsource import SourceDoc, YamlLoadError, load_file, root_scalars
 
 FILENAME = ".dpguard.yaml"
 SCHEMA_FILE = "config.schema.json"
@@ -175,7 +175,6 @@ def governed(chain: list[Config]) -> Config:
 def _declares_governs(path: Path) -> bool:
     """A peek at the root `governs` key; a file that cannot be peeked at is loaded (and its
     problem reported) rather than taken for one that governs nothing."""
-    from dpguard.yamlsource import root_scalars
 
     keys = root_scalars(str(path), ("governs",))
     return keys is None or keys.get("governs") == "subtree"

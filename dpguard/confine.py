@@ -54,7 +54,12 @@ def root(directory: str) -> str:
 
 def inside(path: str, directory: str) -> bool:
     """Whether `path` resolves (links followed) inside `directory` (resolved)."""
-    real, base = os.path.realpath(path), os.path.realpath(directory)
+    return within(os.path.realpath(path), os.path.realpath(directory))
+
+
+def within(real: str, base: str) -> bool:
+    """Whether the resolved path `real` lies in the resolved directory `base` (for a walk,
+    which resolves its root once)."""
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
@@ -66,7 +71,7 @@ def confined(target: str, pointing: str, what: str) -> str:
         raise Outside(f"{what} is not a file name (it holds a NUL character)")
     base = root(os.path.dirname(os.path.abspath(pointing)) or ".")
     real = os.path.realpath(target)
-    if not inside(real, base):
+    if not within(real, base):
         raise Outside(
             f"{what} leads outside the repository that holds {os.path.basename(pointing)}: "
             "dpguard reads only files inside it (symbolic links resolved)"

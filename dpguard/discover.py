@@ -46,13 +46,14 @@ def expand(
 def _walk(root: str) -> Iterator[str]:
     """The files under `root` the hook would check; a committed link that leads out of `root`
     is not followed (dpguard.confine: nothing outside is read or shown)."""
-    from dpguard.confine import inside
+    from dpguard.confine import within
 
+    base = os.path.realpath(root)
     for directory, subdirs, names in os.walk(root):
         subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
         for name in sorted(names):
             path = os.path.normpath(os.path.join(directory, name))
-            if name.startswith(".") or not inside(path, root):
+            if name.startswith(".") or not within(os.path.realpath(path), base):
                 continue
             if _hook_type(path, name) and declares_manifest(path):
                 yield path

@@ -94,13 +94,18 @@ def isolated(
     except STOPS:
         raise
     except Exception as exc:
-        told = (
-            traceback.format_exc().rstrip()
-            if debug
-            else f"dpguard: internal error in {path} (a bug in dpguard, its D001 finding): "
-            "rerun with --debug for the traceback"
-        )
-        return crashed(FileResult(path, (), None), exc), told
+        return crashed(FileResult(path, (), None), exc), told("in", path, debug)
+
+
+def told(where: str, path: str, debug: bool) -> str:
+    """What stderr says of a bug met `where` ("in", "rendering") a file: one line, or the
+    traceback being handled with `debug`."""
+    if debug:
+        return traceback.format_exc().rstrip()
+    return (
+        f"dpguard: internal error {where} {path} (a bug in dpguard, its D001 finding): rerun "
+        "with --debug for the traceback"
+    )
 
 
 def crashed(result: FileResult, exc: BaseException) -> FileResult:

@@ -9,10 +9,13 @@ broken one stops the whole call (exit 2) before a report is half written."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from dpguard.errors import ConfigError
 
 if TYPE_CHECKING:
     from dpguard.config import Config, Layer
@@ -95,8 +98,6 @@ def _checked(waivers: Waivers, policies: Policies, layer: Layer | None) -> Waive
     in the governing config's waivers (config.governed)."""
     if layer is None:
         return waivers
-    from dpguard.errors import ConfigError
-
     own = {r.id for s in _added_sets(policies, layer) for r in s.rules}
     foreign = sorted({w.rule for w in waivers.items if w.rule not in own})
     if foreign:
@@ -110,8 +111,6 @@ def _checked(waivers: Waivers, policies: Policies, layer: Layer | None) -> Waive
 
 def _added_sets(policies: Policies, layer: Layer) -> list[PolicySet]:
     """The policy sets `layer` adds."""
-    import os
-
     from dpguard.policy.load import expand
 
     added = {os.path.realpath(p) for p in expand(layer.policies)}
@@ -121,8 +120,6 @@ def _added_sets(policies: Policies, layer: Layer) -> list[PolicySet]:
 def _only_adds(policies: Policies, layer: Layer, authority: str) -> None:
     """The sets a config under a governing one adds: new rules only. One that overrides a
     rule, disables one or sets settings (headroom, waiver days) is a configuration error."""
-    from dpguard.errors import ConfigError
-
     for policy_set in _added_sets(policies, layer):
         overriding = [r.id for r in policy_set.rules if r.override]
         problem = (

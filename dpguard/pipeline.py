@@ -6,7 +6,6 @@ reporters only format. The command (commands/review.py) parses arguments, prints
 from __future__ import annotations
 
 import datetime as dt
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -14,7 +13,7 @@ from functools import partial
 from dpguard.catalog import load_catalog
 from dpguard.check import FileResult, check_file
 from dpguard.errors import InputError
-from dpguard.isolation import STOPS, crashed, isolated
+from dpguard.isolation import STOPS, crashed, isolated, told
 from dpguard.judges import judges, unused_waiver_warnings
 from dpguard.reporters.model import Report, released
 from dpguard.sourcing import through_manifests
@@ -110,11 +109,6 @@ def rendered(
             raise
         except Exception as exc:
             results.append(crashed(result, exc))
-            broken.append(
-                traceback.format_exc().rstrip()
-                if debug
-                else f"dpguard: internal error rendering {result.path} (a bug in dpguard, its "
-                "D001 finding): rerun with --debug for the traceback"
-            )
+            broken.append(told("rendering", result.path, debug))
     kept = replace(report, results=tuple(results))
     return render(kept), kept, tuple(broken)

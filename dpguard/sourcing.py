@@ -18,7 +18,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 
-from dpguard.confine import inside, root
+from dpguard.confine import inside, root, within
+from dpguard.errors import DpguardError
+from dpguard.yamlsource import YamlLoadError, decoded, load_text, read_regular, root_scalars
 
 _MANIFEST_HINT = ("apiVersion", "source")  # both in the text of a manifest that sources a config
 
@@ -41,8 +43,6 @@ def through_manifests(paths: Sequence[str]) -> list[str]:
 
 def _is_manifest(path: str) -> bool:
     """A dpguard manifest (its own judge), told by its root keys without loading it."""
-    from dpguard.yamlsource import root_scalars
-
     if not path.endswith((".yaml", ".yml")):
         return False
     keys = root_scalars(path, ("apiVersion", "kind")) or {}
@@ -62,23 +62,22 @@ def _sources(top: str) -> dict[str, list[str]]:
 def _manifests(top: str) -> Iterator[str]:
     """The YAML files under `top` that may source a config (hidden directories left out, as the
     hook's walk does; links that lead out of `top` not followed)."""
+    base = os.path.realpath(top)
     for directory, subdirs, names in os.walk(top):
         subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
         for name in sorted(names):
             path = os.path.join(directory, name)
-            if name.endswith((".yaml", ".yml")) and not name.startswith(".") and inside(path, top):
+            yaml = name.endswith((".yaml", ".yml")) and not name.startswith(".")
+            if yaml and within(os.path.realpath(path), base):
                 yield path
 
 
 def _source_of(manifest: str) -> str | None:
     """The path a manifest's `source.path` names (relative to the manifest), or None when the
     file is not a manifest with a source (or cannot be read: it is judged when reviewed)."""
-    from dpguard.errors import DpguardError
-    from dpguard.yamlsource import YamlLoadError, load_text, read_regular
-
     try:
-        text = read_regular(manifest).decode("utf-8-sig")
-    except (DpguardError, YamlLoadError, UnicodeDecodeError):
+        text = decoded(read_regular(manifest))
+    except (DpguardError, YamlLoadError):
         return None
     if not all(hint in text for hint in _MANIFEST_HINT):
         return None  # most YAML of a repository: not parsed at all

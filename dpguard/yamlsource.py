@@ -57,8 +57,10 @@ __all__ = [
     "Position",
     "SourceDoc",
     "YamlLoadError",
+    "decoded",
     "load_file",
     "load_text",
+    "read_regular",
     "read_text",
     "root_scalars",
 ]
@@ -140,7 +142,12 @@ def read_text(path: str) -> str:
     """A file's text, for every format dpguard reads: at most MAX_BYTES, UTF-8 (a BOM is
     dropped). Raises InputError (missing, a directory, not a regular file, unreadable) or
     YamlLoadError (too large, not UTF-8)."""
-    raw = read_regular(path)
+    return decoded(read_regular(path))
+
+
+def decoded(raw: bytes) -> str:
+    """A file's bytes as text: UTF-8, a BOM dropped; YamlLoadError (Y009) at the first byte
+    that is not UTF-8."""
     # The BOM is not part of the text: offsets and columns count from after it.
     bom = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:

@@ -69,35 +69,25 @@ def compose(
     if manifest is not None:
         for path, value in _leaves(manifest.data):
             dotted = ".".join(map(str, path))
+            problem = None
             if dotted in values and not _same(values[dotted], value):
                 there = extract.origins.get(dotted, Origin(extract.path, Position(1, 1)))
-                findings.append(
-                    Finding(
-                        manifest.name,
-                        *manifest.position(path),
-                        "F004",
-                        Severity.ERROR,
-                        f"{dotted} is {_show(value)} here but {_show(values[dotted])} in "
-                        f"{there.file}:{there.position.line}:{there.position.col}; "
-                        "set it in one place",
-                    )
+                problem = (
+                    f"{dotted} is {_show(value)} here but {_show(values[dotted])} in "
+                    f"{there.file}:{there.position.line}:{there.position.col}"
                 )
-                continue
-            if dotted not in values:
+            elif dotted not in values:
                 try:
                     put(path, value, Origin(manifest.name, manifest.position(path)))
                 except _Shape as shape:
-                    findings.append(
-                        Finding(
-                            manifest.name,
-                            *manifest.position(path),
-                            "F004",
-                            Severity.ERROR,
-                            f"{dotted} needs {shape.dotted} to be a section, but it is "
-                            f"{_show(shape.value)} in {os.path.basename(extract.path)}; set it "
-                            "in one place",
-                        )
+                    problem = (
+                        f"{dotted} needs {shape.dotted} to be a section, but it is "
+                        f"{_show(shape.value)} in {os.path.basename(extract.path)}"
                     )
+            if problem is not None:  # F004: the manifest and its config disagree
+                where = manifest.position(path)
+                message = f"{problem}; set it in one place"
+                findings.append(Finding(manifest.name, *where, "F004", Severity.ERROR, message))
     for default in defaults:
         for path, value in _leaves(default.data):
             if value_at(data, path) is None:
@@ -111,6 +101,16 @@ def compose(
     if isinstance(meta, dict):  # else the schema reports the manifest's metadata
         meta.setdefault("name", os.path.splitext(os.path.basename(extract.path))[0] or "config")
     _derive_params(data, keys, files, name)
+    at = manifest.position(("source",)) if manifest is not None else Position(1, 1)
+    findings += _unsaid(extract, data, name, at)
+    return SourceDoc(name, data, keys, dict(keys), files), findings
+
+
+def _unsaid(extract: Extract, data: Mapping[str, Any], name: str, at: Position) -> list[Finding]:
+    """F003 for each fact the schema requires that no input gave: at the value the config
+    writes but a static reader cannot follow, else at the manifest's `source:` (`at`)."""
+    findings: list[Finding] = []
+    config = os.path.basename(extract.path)
     unread = {
         dotted: origin
         for dotted, origin in sorted(extract.undetermined.items())
@@ -123,12 +123,10 @@ def compose(
                 *origin.position,
                 "F003",
                 Severity.ERROR,
-                f"{dotted} cannot be read from {os.path.basename(extract.path)} and dpguard "
-                f"does not guess it: add {dotted} to "
-                + _WHERE.format(name=os.path.basename(extract.path)),
+                f"{dotted} cannot be read from {config} and dpguard does not guess it: add "
+                f"{dotted} to " + _WHERE.format(name=config),
             )
         )
-    at = manifest.position(("source",)) if manifest is not None else Position(1, 1)
     for key in (k for k in missing(data) if k not in unread):
         findings.append(
             Finding(
@@ -136,12 +134,11 @@ def compose(
                 *at,
                 "F003",
                 Severity.ERROR,
-                f"{key} is not in {os.path.basename(extract.path)} ({extract.format}): add it "
-                "there if the format has it, or to "
-                + _WHERE.format(name=os.path.basename(extract.path)),
+                f"{key} is not in {config} ({extract.format}): add it there if the format has "
+                "it, or to " + _WHERE.format(name=config),
             )
         )
-    return SourceDoc(name, data, keys, dict(keys), files), findings
+    return findings
 
 
 def _leaves(data: Mapping[str, Any], prefix: Path = ()) -> Iterable[tuple[Path, Any]]:

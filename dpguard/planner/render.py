@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any
 
 from dpguard import perf, resources, sizing
+from dpguard.confine import inside
 from dpguard.errors import ConfigError
 from dpguard.manifest import format_quantity
 from dpguard.memory import GIB
@@ -303,8 +304,6 @@ def _confined_loader() -> Any:
 
         def get_source(self, environment: Any, template: str) -> Any:
             from jinja2.loaders import split_template_path
-
-            from dpguard.confine import inside
 
             # checked before a byte is read (Jinja's loader reads only regular files)
             root = self.searchpath[0]

@@ -23,7 +23,7 @@ from dpguard.policy.conditions import ConditionProblem, leaves, parse
 from dpguard.policy.facts import ALWAYS_SET, LATE_FACTS, spec_of
 from dpguard.policy.model import Policies, PolicySet, Rule
 from dpguard.policy.reach import unreachable_rows
-from dpguard.yamlsource import Path, SourceDoc, YamlLoadError, load_file
+from dpguard.yamlsource import Path, SourceDoc, YamlLoadError, decoded, load_text, read_regular
 
 SCHEMA_FILE = "policy.schema.json"
 DEFAULT_MAX_WAIVER_DAYS = 90
@@ -116,8 +116,8 @@ def _validated_key(raw: bytes) -> tuple[str, bytes, bytes]:
 def load_set(path: str) -> tuple[PolicySet | None, list[str]]:
     """Parse one policy file; returns the set (None if unusable) and its problems."""
     try:
-        doc = load_file(path)
-        raw = FsPath(path).read_bytes()
+        raw = read_regular(path)  # once: the document and the digest come from the same bytes
+        doc = load_text(decoded(raw), path)
     except YamlLoadError as exc:
         return None, [f"{path}:{exc.position.line}:{exc.position.col}: {exc.message}"]
     validated = _validated_key(raw)
