@@ -1,6 +1,7 @@
 """The `--policy` option and policy loading shared by the commands that judge manifests, so that
 `review`, `plan`, `rules`, `explain` and `test` see the same layered stack: the shipped sets,
-then the repository's .dpguard.yaml sets and disables, then the command line's --policy sets."""
+then the repository's .dpguard.yaml sets and disables, then the command line's --policy sets;
+and the `--format`/`--output` options of the commands that write a document."""
 
 from __future__ import annotations
 
@@ -18,13 +19,19 @@ def add_report_options(parser: argparse.ArgumentParser, formats: Sequence[str]) 
     parser.add_argument(
         "--format", choices=formats, default="text", help="report format (default: text)"
     )
+    add_output_option(parser, "the report")
+
+
+def add_output_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """--output of every command that writes one document (review, diff, plan, memory, perf):
+    run() hands it to `dpguard.reporters.output.deliver`."""
     parser.add_argument(
         "--output",
         "-o",
         metavar="FILE",
         default=None,
-        help="write the report to FILE (atomically: a temporary file, then a rename) "
-        "instead of stdout",
+        help=f"write {what} to FILE (atomically: a temporary file, then a rename; only a "
+        "regular file) instead of stdout; - is stdout",
     )
 
 

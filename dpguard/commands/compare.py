@@ -5,6 +5,8 @@ proportionally faster (interleaved-1f1b: times / v; dualpipev: times / 2) so eve
 the same model on the same devices. Memory is per device relative to 1F1B: parameters as model
 copies, activations in units of one 1F1B stage's activation for one micro-batch. Schedules
 whose constraints fail are listed with the reason instead of numbers; that is not an error.
+A valid schedule too large to simulate refuses the whole comparison (exit 2), before any
+schedule is simulated.
 """
 
 from __future__ import annotations

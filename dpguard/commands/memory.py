@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 from dpguard.commands._layout import manifest_and_layout
-from dpguard.commands._policies import add_policy_option
+from dpguard.commands._policies import add_output_option, add_policy_option
 
 if TYPE_CHECKING:
     from dpguard.manifest import Manifest
@@ -32,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="MANIFEST", help="the training manifest")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="default: text")
     add_policy_option(parser)
+    add_output_option(parser, "the breakdown")
 
 
 def report(
@@ -64,13 +64,25 @@ def band(r: dict[str, Any]) -> str:
     return f"{r['low_gib']:.1f}-{r['high_gib']:.1f}"
 
 
+def spans(numbers: list[int]) -> str:
+    """Sorted integers as runs: [1, 2, 3, 5, 7, 8] -> "1-3, 5, 7-8"."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def _text(path: str, data: dict[str, Any], how: str, remedies: list[str]) -> str:
     s = data["strategy"]
     ranks = data["ranks"]
-    shown = ranks
+    shown, hidden = ranks, []
     if len(ranks) > _ALL_RANKS_UP_TO:
         keep = {0, data["worst_rank"], len(ranks) - 1}
         shown = [r for r in ranks if r["rank"] in keep]
+        hidden = [r["rank"] for r in ranks if r["rank"] not in keep]
     head = (
         f"{path}: {s['schedule']}, TP {s['tensor']} x PP {s['pipeline']} x CP {s['context']} x "
         f"DP {s['data_parallel']}, EP {s['expert']}, M {s['microbatches']}, micro-batch "
@@ -90,6 +102,11 @@ def _text(path: str, data: dict[str, Any], how: str, remedies: list[str]) -> str
             f"{r['other_gib']:>7.1f}{r['total_gib']:>8.1f}  "
             f"{band(r):<13}{r['inflight_microbatches']}"
         )
+    if hidden:  # said, so that a reader never takes the rows shown for the whole pipeline
+        lines.append(
+            f"ranks {spans(hidden)} of {len(ranks)} not shown: the table keeps the first, "
+            "the worst (*) and the last; --format json lists all"
+        )
     lines += [
         "",
         f"GiB per GPU; * worst rank. Usable: {data['usable_gib']:.1f} GiB. "
@@ -103,6 +120,7 @@ def _text(path: str, data: dict[str, Any], how: str, remedies: list[str]) -> str
 def run(args: argparse.Namespace) -> int:
     from dpguard import sizing
     from dpguard.exitcodes import ExitCode
+    from dpguard.reporters.output import deliver
 
     loaded = manifest_and_layout(args, "size")
     if loaded is None:
@@ -114,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.FAILED
     data = report(manifest, s, estimate, policies)
     if args.format == "json":
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
     else:
         remedies = []
         if data["verdict"] != "fits":
@@ -122,5 +140,6 @@ def run(args: argparse.Namespace) -> int:
                 f"{change}: {gib:.1f} GiB"
                 for change, gib in sizing.remedies(manifest, s, policies.settings)
             ]
-        sys.stdout.write(_text(args.file, data, how, remedies))
+        text = _text(args.file, data, how, remedies)
+    deliver(text, args.output, "the breakdown")
     return ExitCode.FAILED if data["verdict"] == "oom" else ExitCode.OK

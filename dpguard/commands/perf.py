@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from dpguard.commands._layout import manifest_and_layout
-from dpguard.commands._policies import add_policy_option
+from dpguard.commands._policies import add_output_option, add_policy_option
 
 if TYPE_CHECKING:
     from dpguard.perf import Prediction
@@ -25,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="MANIFEST", help="the training manifest")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="default: text")
     add_policy_option(parser)
+    add_output_option(parser, "the prediction")
 
 
 def _text(path: str, p: Prediction, how: str) -> str:
@@ -51,6 +52,7 @@ def _text(path: str, p: Prediction, how: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from dpguard.exitcodes import ExitCode
     from dpguard.perf import MissingHardware, layout_of, predict
+    from dpguard.reporters.output import deliver
 
     loaded = manifest_and_layout(args, "time")
     if loaded is None:
@@ -66,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{file}:{line}:{col}: error: {exc}", file=sys.stderr)
         return ExitCode.FAILED
     if args.format == "json":
-        sys.stdout.write(json.dumps(prediction.as_dict(), indent=2, sort_keys=True) + "\n")
+        text = json.dumps(prediction.as_dict(), indent=2, sort_keys=True) + "\n"
     else:
-        sys.stdout.write(_text(args.file, prediction, how))
+        text = _text(args.file, prediction, how)
+    deliver(text, args.output, "the prediction")
     return ExitCode.OK

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from dpguard.commands._policies import add_policy_option
+from dpguard.commands._policies import add_output_option, add_policy_option
 
 HELP = "recommend P, M and a schedule for a manifest and print the one-page plan"
 
@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--templates", metavar="DIR", help="directory with your own plan.md.j2 and rollback.md.j2"
     )
+    add_output_option(parser, "the plan")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.commands._policies import config_of, load
     from dpguard.exitcodes import ExitCode
     from dpguard.planner.render import plan_dict, render_markdown
+    from dpguard.reporters.output import deliver
     from dpguard.reporters.safe import diagnostic, safe_line
 
     cfg = config_of(args, args.file)  # the same layered stack review judges this file with
@@ -51,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.FAILED
     plan = result.plan
     if args.emit:
-        return _emit(plan, result.manifest, policies, args.emit)
+        return _emit(plan, result.manifest, policies, args.emit, args.output)
     if args.format in ("json", "markdown"):
         from dpguard.planner.alternatives import with_alternatives
 
@@ -65,16 +67,17 @@ def run(args: argparse.Namespace) -> int:
     else:  # the description is the manifest's free text: each line made safe for a CI log
         page = render_markdown(plan, policies, args.templates)
         text = "\n".join(safe_line(line) for line in page.split("\n"))
-    sys.stdout.write(text)
+    deliver(text, args.output, "the plan")
     return ExitCode.FAILED if plan.status == "infeasible" else ExitCode.OK
 
 
-def _emit(plan: Any, manifest: Any, policies: Any, fmt: str) -> int:
+def _emit(plan: Any, manifest: Any, policies: Any, fmt: str, output: str | None) -> int:
     from dpguard.exitcodes import ExitCode
     from dpguard.planner.emitted import emit_checked
+    from dpguard.reporters.output import deliver
 
     notes: list[str] = []
     plan, text = emit_checked(plan, manifest, fmt, policies, notes)
-    sys.stdout.write(text)
+    deliver(text, output, "the plan")
     refused = any(note.startswith(f"{fmt} refuses this at launch") for note in notes)
     return ExitCode.FAILED if plan.status == "infeasible" or refused else ExitCode.OK

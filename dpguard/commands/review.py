@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.discover import declares_manifest, expand
     from dpguard.exitcodes import ExitCode
     from dpguard.pipeline import LINES_ONLY, SHOWS_PLAN, rendered, review
-    from dpguard.reporters import emit, render, write_atomic
+    from dpguard.reporters import render
+    from dpguard.reporters.output import deliver
     from dpguard.reporters.safe import diagnostic
 
     paths, empty = expand(args.files, declares_manifest if args.only_manifests else None)
@@ -132,10 +133,7 @@ def run(args: argparse.Namespace) -> int:
     code = ExitCode.CANNOT_RUN if report.unreadable else failed
     if reviewed.internal or broken:  # after every file is reported and the report written
         code = ExitCode.INTERNAL
-    if to_stdout:
-        emit(text)
-    else:
-        write_atomic(args.output, text)
+    deliver(text, args.output)
     return code
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+from typing import Any
 
 from dpguard.commands._policies import add_policy_option, config_of, load
 
@@ -11,6 +13,13 @@ HELP = "list the loaded policy rules (id, kind, severity, title, set@version)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy_option(parser)
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help='default: text; json: {"rules": [{"id", "kind", "severity", "title", "set", '
+        '"version"}]}, in evaluation order',
+    )
 
 
 def severity_name(rule: object) -> str:
@@ -24,24 +33,34 @@ def severity_name(rule: object) -> str:
     return KIND_SEVERITY[rule.kind].value
 
 
-def run(args: argparse.Namespace) -> int:
+def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The loaded rules in evaluation order (the order is the stack's meaning: kept as is)."""
     from dpguard.policy.model import Policies
 
     policies = load(args.policy, config_of(args))
     assert isinstance(policies, Policies)
     versions = {s.name: s.version for s in policies.sets}
-    rows = [
-        (
-            r.id,
-            r.kind,
-            severity_name(r),
-            r.title,
-            f"{r.policy}@{versions.get(r.policy, '?')}",
-        )
+    return [
+        {
+            "id": r.id,
+            "kind": r.kind,
+            "severity": severity_name(r),
+            "title": r.title,
+            "set": r.policy,
+            "version": versions.get(r.policy, "?"),
+        }
         for r in policies.rules
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    for row in rows:
-        cells = [row[i].ljust(widths[i]) for i in range(3)]
-        print(f"{'  '.join(cells)}  {row[3]}  [{row[4]}]")
+
+
+def run(args: argparse.Namespace) -> int:
+    rules = rows(args)
+    if args.format == "json":
+        print(json.dumps({"rules": rules}, indent=2, sort_keys=True))
+        return 0
+    cols = ("id", "kind", "severity")
+    widths = {c: max((len(r[c]) for r in rules), default=0) for c in cols}
+    for r in rules:
+        cells = "  ".join(r[c].ljust(widths[c]) for c in cols)
+        print(f"{cells}  {r['title']}  [{r['set']}@{r['version']}]")
     return 0

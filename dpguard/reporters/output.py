@@ -96,6 +96,15 @@ def write_atomic(path: str, text: str, what: str = "the report") -> None:
         raise
 
 
+def deliver(text: str, path: str | None, what: str = "the report") -> None:
+    """`--output` of every command that writes one document: stdout when `path` is None or
+    `-`, else the file `path`, atomically (`write_atomic`)."""
+    if path is None or path == "-":
+        emit(text)
+    else:
+        write_atomic(path, text, what)
+
+
 def emit(text: str) -> None:
     """Write to stdout. A reader that goes away (`dpguard review ... | head`) must not turn the
     review's verdict into a success or a traceback: the rest of the output is dropped and the

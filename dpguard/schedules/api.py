@@ -99,6 +99,18 @@ class SimResult:
         }
 
 
+def too_large(schedule: str, ranks: int, microbatches: int, virtual_stages: int = 1) -> str | None:
+    """Why inputs that `check` passes are too large to simulate, or None: the limit is on the
+    schedule's stages (2P for DualPipeV, Pv for interleaved) times M, not on P x M."""
+    stages = SCHEDULES[schedule].stages(ranks, virtual_stages)
+    if stages * microbatches <= MAX_ITEMS:
+        return None
+    return (
+        f"{stages} stages x {microbatches} micro-batches is too large to simulate "
+        f"(limit {MAX_ITEMS:,} stage-micro-batch pairs)"
+    )
+
+
 def simulate(
     schedule: str,
     ranks: int,
@@ -114,16 +126,11 @@ def simulate(
     problems = check(schedule, ranks, microbatches, virtual_stages)
     if problems:
         raise ConstraintError(problems)
+    large = too_large(schedule, ranks, microbatches, virtual_stages)
+    if large:
+        raise ConstraintError([large])
     spec = SCHEDULES[schedule]
     stages = spec.stages(ranks, virtual_stages)
-    items = stages * microbatches
-    if items > MAX_ITEMS:
-        raise ConstraintError(
-            [
-                f"{stages} stages x {microbatches} micro-batches is too large to simulate "
-                f"(limit {MAX_ITEMS:,} stage-micro-batch pairs)"
-            ]
-        )
     times = times or OpTimes()
     layout, orders = spec.generate(ranks, microbatches, virtual_stages)
     tl = engine.run(layout, orders, times)
@@ -174,13 +181,24 @@ def compare(
     model on the same devices: a schedule whose chunks are smaller runs them proportionally
     faster (interleaved-1f1b: times / v; dualpipev: times / 2; see `ScheduleSpec.chunk_size`).
     ``virtual_stages`` applies to interleaved-1f1b only. Schedules whose constraints fail come
-    last (in registry order) with their violations instead of a result.
+    last (in registry order) with their violations instead of a result. Raises
+    `ConstraintError` naming every schedule too large to simulate, before simulating any: the
+    others could take seconds each only to end in that refusal.
     """
     base = times or OpTimes()
-    rows = []
+    checked = []
     for name, spec in SCHEDULES.items():
         v = virtual_stages if spec.uses_virtual_stages else 1
-        problems = check(name, ranks, microbatches, v)
+        checked.append((name, spec, v, check(name, ranks, microbatches, v)))
+    large = [
+        f"{name}: {why}"
+        for name, _, v, problems in checked
+        if not problems and (why := too_large(name, ranks, microbatches, v))
+    ]
+    if large:
+        raise ConstraintError(large)
+    rows = []
+    for name, spec, v, problems in checked:
         if problems:
             rows.append(CompareRow(name, None, problems))
             continue
