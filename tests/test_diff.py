@@ -174,7 +174,7 @@ def test_unparseable_at_the_base_is_not_the_change_s_error(
     assert change["findings"]["added"] == []
     assert data["totals"]["unsized"] == 1
     code, out, _ = run(capsys, "review", "--baseline", base, "a.yaml")
-    assert "layout: unparseable (1 errors) -> 1f1b P=2" in out
+    assert "layout: unparseable (1 error) -> 1f1b P=2" in out
     assert "- a.yaml:" in out and "Y001" in out and "(resolved)" in out
 
 
@@ -272,7 +272,7 @@ def test_github_annotations_on_the_lines_that_moved_the_cost(
         "parallelism.pipeline 16 -> 8 - this change moves GPU-hours 2,634,431 -> "
     )
     assert "::error file=m.yaml,line=58,col=3,title=HR009::" in out
-    assert out.splitlines()[-1].startswith("1 manifests checked now: 0 passed, 1 failed")
+    assert out.splitlines()[-1].startswith("1 manifest checked now: 0 passed, 1 failed")
 
 
 def test_diff_of_two_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
@@ -293,7 +293,7 @@ def test_diff_of_two_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caps
         ("training.tokens", 10**12, 2 * 10**12)
     ]
     code, out, _ = run(capsys, "diff", "old.yaml", "old.yaml")
-    assert code == 0 and out.startswith("old.yaml: unchanged\n")
+    assert code == 0 and out.startswith("old.yaml: unchanged (passed)\n")
     code, _, err = run(capsys, "diff", "old.yaml", "missing.yaml")
     assert code == 2 and err == "dpguard: error: missing.yaml: no such file\n"
 

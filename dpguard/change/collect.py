@@ -54,7 +54,10 @@ class Judge(Protocol):
     @property
     def fail_on(self) -> str: ...
     def waive(
-        self, findings: tuple[Finding, ...], used: dict[str, set[int]] | None
+        self,
+        findings: tuple[Finding, ...],
+        used: dict[str, set[int]] | None,
+        judged: str | None = None,
     ) -> tuple[Finding, ...]: ...
 
 
@@ -97,7 +100,9 @@ def _check(run: Run, disk: str, display: str, judge: Judge, renames: Mapping[str
 
 
 def _waive(run: Run, result: FileResult, judge: Judge, record: bool) -> FileResult:
-    return replace(result, findings=judge.waive(result.findings, run.used if record else None))
+    return replace(
+        result, findings=judge.waive(result.findings, run.used if record else None, result.path)
+    )
 
 
 def _judge_change(result: FileResult, judge: Judge, facts: Mapping[str, Any]) -> FileResult:
@@ -155,6 +160,36 @@ def compare(run: Run, entry: Entry, renames: Mapping[str, str]) -> Change:
         keys,
         after_result,
     )
+
+
+def _same_manifest(
+    run: Run, path: str, data: bytes | None, base_disk: str, displays: Mapping[str, str]
+) -> bool:
+    """Whether git's rename pair (`path` now, its old version written at `base_disk`) is one
+    manifest moved. git pairs a deleted and an added file whose lines are at least half alike,
+    and two manifests share most of their keys whatever they train: that alone would call a run
+    of another model a rename. So a pair is a rename when the bytes are the same, or when both
+    versions load and train the same model (architecture, parameters, layers, width), whatever
+    else the edit changed (its budget, its layout, its metadata.name); otherwise the old file is
+    removed and the new one added."""
+    if data == Path(path).read_bytes():
+        return True
+    now = _model(run, path, path, path)
+    return now is not None and now == _model(run, path, base_disk, displays[base_disk])
+
+
+def _model(run: Run, path: str, disk: str, display: str) -> tuple[Any, ...] | None:
+    """What tells one model from another, of the version of `path` read from `disk`: None when
+    that version does not load and validate (or is missing), so nothing can be told."""
+    defaults = run.judge_for(path).config.defaults_for(display)
+    try:
+        result, _bug = isolated(display, partial(check_file, disk, run.catalog, None, defaults))
+    except InputError:
+        return None
+    if result.manifest is None:
+        return None
+    model = result.manifest.model
+    return model.architecture, model.total_params, model.layers, model.hidden_size
 
 
 def _companions(relative: str, data: bytes) -> list[str]:
@@ -215,7 +250,6 @@ def against_revision(
         pairs = baseline.renames()
         renamed = {p: pairs[relative[p]] for p in files if now[p] and relative[p] in pairs}
         old.update(baseline.read(renamed.values()))
-    gone = set(renamed.values())
     with tempfile.TemporaryDirectory(prefix="dpguard-baseline-") as tmp, _standing_for_root(tmp):
         root = Path(tmp)
         written: dict[str, str] = {}  # repository path -> its old version on disk
@@ -230,6 +264,12 @@ def against_revision(
             if data is not None:
                 written[rel] = _write(root, rel, data)
                 displays[written[rel]] = baseline.display(rel)
+        renamed = {
+            path: rel
+            for path, rel in renamed.items()
+            if rel in written and _same_manifest(run, path, old[rel], written[rel], displays)
+        }
+        gone = set(renamed.values())
         entries: list[Entry] = []
         for path in files:
             rel = renamed.get(path, relative[path])

@@ -17,6 +17,7 @@ from dpguard.change.render import (
     arrow,
     change_text,
     config_lines,
+    counted,
     hours,
     key_text,
     layout,
@@ -25,6 +26,7 @@ from dpguard.change.render import (
     signed,
     status_text,
     summary,
+    summary_line,
     total_lines,
     verdict,
 )
@@ -78,8 +80,15 @@ def _change(c: Change, report: ChangeReport) -> dict[str, Any]:
         "changed": [pipe(key_text(k)) for k in c.keys],
         "added": [_finding(f) for f in c.added],
         "resolved": [_finding(f) for f in c.resolved],
-        "unchanged": len(c.unchanged),
+        "unchanged": f"{counted(len(c.unchanged), 'finding')} unchanged." if c.unchanged else "",
     }
+
+
+def _unsized(n: int) -> str:
+    if not n:
+        return ""
+    verb = "is" if n == 1 else "are"
+    return f"{counted(n, 'changed file')} could not be sized and {verb} left out of the total."
 
 
 def context(report: ChangeReport) -> dict[str, Any]:
@@ -89,7 +98,10 @@ def context(report: ChangeReport) -> dict[str, Any]:
         "baseline": report.baseline,
         "commit": report.commit[:12] if report.commit else None,
         "currency": cur,
-        "changes": [_change(c, report) for c in report.changes],
+        "changes": [_change(c, report) for c in report.changes if c.changed],
+        "unchanged": ", ".join(
+            f"`{code_span(c.path)}` ({verdict(c.after)})" for c in report.changes if not c.changed
+        ),
         "unreadable": [
             {"path": code_span(p), "message": cell(why)} for p, why in report.unreadable
         ],
@@ -100,10 +112,11 @@ def context(report: ChangeReport) -> dict[str, Any]:
             if cur
             else None,
             "cost_delta": money(t["cost_delta"], cur, sign=True) if cur else None,
-            "unsized": t["unsized"],
+            "unsized": _unsized(t["unsized"]),
         },
         "total_line": cell(total_lines(report)[0]),
         "summary": summary(report),
+        "summary_line": summary_line(report),
         "policies": cell(
             "policies: "
             + ", ".join(f"{s.name} {s.version} ({s.digest})" for s in report.policies.sets)

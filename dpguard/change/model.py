@@ -95,6 +95,24 @@ class Change:
         return delta(self.status, self.before, self.after)
 
     @property
+    def changed(self) -> bool:
+        """Whether anything dpguard judges differs between the versions. Not for a byte-identical
+        file, nor for an edit (a comment, key order, a quantity's spelling) after which both
+        versions are valid, the same manifest once normalised, and judged the same: reports
+        list such a file as unchanged and leave it out of the changed count and the totals.
+        An invalid version is only as unchanged as its bytes: what it says cannot be read."""
+        b, a = self.before, self.after
+        if self.added or self.resolved:  # a rule on the change may judge even identical bytes
+            return True
+        if self.status == "unchanged":
+            return False
+        if self.status != "modified" or b is None or a is None:
+            return True
+        if b.state != "valid" or a.state != "valid":
+            return True
+        return _judged(b) != _judged(a)
+
+    @property
     def cost_moved(self) -> bool:
         """GPU-hours, bubble, memory verdict or schedule differ between the versions."""
         b, a = self.before, self.after
@@ -125,14 +143,16 @@ class ChangeReport:
         return tuple(f for c in self.changes if c.after is not None for f in c.after.findings)
 
     def totals(self) -> dict[str, Any]:
-        """Sums over the files whose versions could be sized; `unsized` counts the files left
-        out because a version that exists could not be (invalid, infeasible, cannot run)."""
+        """Sums over the changed files (`Change.changed`) whose versions could be sized;
+        `unsized` counts the changed files left out because a version that exists could not be
+        (invalid, infeasible, cannot run)."""
 
         def sized(c: Change) -> bool:
             return all(s is None or s.gpu_hours is not None for s in (c.before, c.after))
 
-        counted = [c for c in self.changes if sized(c)]
-        out: dict[str, Any] = {"unsized": len(self.changes) - len(counted)}
+        changed = [c for c in self.changes if c.changed]
+        counted = [c for c in changed if sized(c)]
+        out: dict[str, Any] = {"unsized": len(changed) - len(counted)}
         for attr in ("gpu_hours", "cost"):
             for side in ("before", "after"):
                 values = [getattr(getattr(c, side), attr) for c in counted if getattr(c, side)]
@@ -149,6 +169,12 @@ class ChangeReport:
         )
         out["currency"] = self.currency
         return out
+
+
+def _judged(side: Side) -> Side:
+    """What dpguard judges of a version: all of it but where it is and where its findings are
+    (they match by `identity`) and which keys it spells out rather than leaves to defaults."""
+    return replace(side, path="", findings=(), written=frozenset())
 
 
 def _rate(settings: Mapping[str, Any], accelerator: str) -> float | None:

@@ -6,11 +6,13 @@ values from files are escaped as in review's reports (`dpguard.reporters.safe`).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from dpguard import __version__
 from dpguard.change.model import Change, ChangeReport, KeyChange, Side
 from dpguard.findings import Finding, Severity
+from dpguard.manifest import format_quantity, parse_quantity
 from dpguard.policy.templates import pct
 from dpguard.reporters.model import finding_dict
 from dpguard.reporters.safe import escape_data, escape_property, json_text, safe_line
@@ -125,6 +127,11 @@ def render_json(report: ChangeReport, *, color: bool = False) -> str:
 # ---- shared wording ------------------------------------------------------------------------
 
 
+def counted(n: int, noun: str) -> str:
+    """ "1 file", "2 files": every count the change reports print (review's summary words)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def hours(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.0f}"
 
@@ -159,7 +166,7 @@ def layout(side: Side | None) -> str:
     if side is None:
         return "-"
     if side.state != "valid":
-        return f"{side.state} ({side.count(Severity.ERROR)} errors)"
+        return f"{side.state} ({counted(side.count(Severity.ERROR), 'error')})"
     if side.schedule is None:
         return "no feasible layout" if side.layout == "plan" else "not sized"
     return (
@@ -181,13 +188,29 @@ def verdict(side: Side | None) -> str:
     return "passed" if side.passed else "failed"
 
 
-def key_text(k: KeyChange) -> str:
-    def show(v: Any) -> str:
-        if isinstance(v, (list, tuple)):
-            return "[" + ", ".join(map(str, v)) + "]"
-        return "unset" if v is None else str(v)
+def value_text(value: Any) -> str:
+    """A manifest value as a person reads it: booleans as YAML writes them, counts of a
+    million or more as the plan writes token counts ("15T", `format_quantity`) when that form
+    is exact, else with thousands separators, as the reports write every other number."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):  # before int: True is an int
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(value_text, value)) + "]"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        # only an exact short form: "1.23457M" for 1,234,567 could hide the change it reports
+        with contextlib.suppress(ValueError):  # past what parse_quantity reads: the digits
+            if value >= 10**6 and parse_quantity(short := format_quantity(value)) == value:
+                return short
+        return f"{value:,}"
+    return str(value)
 
-    return f"{k.key} {show(k.before)} -> {show(k.after)}"
+
+def key_text(k: KeyChange) -> str:
+    return f"{k.key} {value_text(k.before)} -> {value_text(k.after)}"
 
 
 def change_text(delta: float | None, frac: float | None) -> str:
@@ -214,8 +237,13 @@ def cost_line(change: Change, currency: str | None) -> str:
 
 def total_lines(report: ChangeReport) -> list[str]:
     t, cur = report.totals(), report.currency
+    changed = sum(1 for c in report.changes if c.changed)
+    same = len(report.changes) - changed
+    unchanged = f" ({same} unchanged)" if same else ""
+    if not changed:
+        return [f"no file changed{unchanged}", summary_line(report)]
     total = (
-        f"total over {len(report.changes)} changed files: GPU-hours "
+        f"total over {counted(changed, 'changed file')}{unchanged}: GPU-hours "
         f"{hours(t['gpu_hours_before'])} -> {hours(t['gpu_hours_after'])}"
         + change_text(t["gpu_hours_delta"], t["gpu_hours_fraction"])
     )
@@ -226,12 +254,16 @@ def total_lines(report: ChangeReport) -> list[str]:
             f"; cost {money(t['cost_before'], cur)} -> {money(t['cost_after'], cur)}"
             f" ({money(t['cost_delta'], cur, sign=True)})"
         )
+    return [total, summary_line(report)]
+
+
+def summary_line(report: ChangeReport) -> str:
     s = summary(report)
-    return [
-        total,
-        f"{s['files']} manifests checked now: {s['files'] - s['failed']} passed, "
-        f"{s['failed']} failed ({s['errors']} errors, {s['warnings']} warnings)",
-    ]
+    return (
+        f"{counted(s['files'], 'manifest')} checked now: {s['files'] - s['failed']} passed, "
+        f"{s['failed']} failed ({counted(s['errors'], 'error')}, "
+        f"{counted(s['warnings'], 'warning')})"
+    )
 
 
 def config_lines(report: ChangeReport) -> list[str]:
@@ -259,6 +291,12 @@ def status_text(change: Change, report: ChangeReport) -> str:
     return change.status + since
 
 
+def unchanged_text(change: Change, report: ChangeReport) -> str:
+    """How a file that is not `changed` is named: its status, and why an edited one is not."""
+    text = status_text(change, report)
+    return text if change.status == "unchanged" else f"{text}, nothing dpguard judges changed"
+
+
 # ---- text ----------------------------------------------------------------------------------
 
 
@@ -267,6 +305,9 @@ def render_text(report: ChangeReport, *, color: bool = False) -> str:
     cur = report.currency
     for c in report.changes:
         b, a = c.before, c.after
+        if not c.changed:
+            lines.append(f"{c.path}: {unchanged_text(c, report)} ({verdict(a)})")
+            continue
         lines.append(f"{c.path}: {status_text(c, report)}")
         lines.append(f"  layout: {arrow(layout(b), layout(a))}")
         bubble = arrow(pct(b.bubble, 2) if b else None, pct(a.bubble, 2) if a else None)

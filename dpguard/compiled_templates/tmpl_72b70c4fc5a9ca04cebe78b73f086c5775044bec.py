@@ -54,7 +54,6 @@ def root(context, missing=missing):
             pass
             yield '\n\n'
             yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'totals'), 'unsized')))
-            yield ' changed files could not be sized and are left out of the total.'
         yield '\n'
         if environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'currency'):
             pass
@@ -69,17 +68,14 @@ def root(context, missing=missing):
     else:
         pass
         yield '\nNo manifest changed.\n'
+    if environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'unchanged'):
+        pass
+        yield '\n\nUnchanged: '
+        yield str(environment.finalize(environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'unchanged')))
+        yield '.\n'
     yield '\n**'
-    yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'summary'), 'files')))
-    yield ' manifests checked now: '
-    yield str(environment.finalize((environment.getattr(environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'summary'), 'files') - environment.getattr(environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'summary'), 'failed'))))
-    yield ' passed, '
-    yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'summary'), 'failed')))
-    yield ' failed ('
-    yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'summary'), 'errors')))
-    yield ' errors, '
-    yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'summary'), 'warnings')))
-    yield ' warnings)**\n'
+    yield str(environment.finalize(environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'summary_line')))
+    yield '**\n'
     l_1_loop = missing
     for l_1_c, l_1_loop in LoopContext(environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'changes'), undefined):
         environment.count_step('a loop iteration')
@@ -162,7 +158,7 @@ def root(context, missing=missing):
             pass
             yield '\n'
             yield str(environment.finalize(environment.getattr(l_1_c, 'unchanged')))
-            yield ' findings unchanged.\n'
+            yield '\n'
     l_1_loop = l_1_c = missing
     yield '\n'
     for l_1_u in environment.getattr((undefined(name='report') if l_0_report is missing else l_0_report), 'unreadable'):
@@ -183,4 +179,4 @@ def root(context, missing=missing):
     yield '\n'
 
 blocks = {}
-debug_info = '3=12&6=14&8=25&11=28&12=33&14=49&15=53&17=56&19=59&20=62&25=73&26=84&28=89&32=93&33=95&34=99&35=102&37=107&38=111&39=113&40=115&41=119&43=129&47=132&48=137&50=146&51=151&54=161&55=164&58=168&59=173&61=178&63=181'
+debug_info = '3=12&6=14&8=25&11=28&12=33&14=49&15=53&17=56&19=58&20=61&25=71&27=74&29=77&30=80&32=85&36=89&37=91&38=95&39=98&41=103&42=107&43=109&44=111&45=115&47=125&51=128&52=133&54=142&55=147&58=157&59=160&62=164&63=169&65=174&67=177'
