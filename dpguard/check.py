@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dpguard.catalog import Catalog, load_catalog
@@ -42,6 +42,10 @@ class FileResult:
     released: bool = False
     decision: Finding | None = None  # the decision line, as an info finding
     valid: bool = False  # the file passed the schema and cross-field checks
+    # What was read when it could not become a manifest (the document as written, or a
+    # framework config's values composed with its source manifest and defaults), so a report
+    # still shows it beside the errors.
+    document: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @property
     def passed_schema(self) -> bool:
@@ -79,8 +83,15 @@ def check_file(
             source_format=exc.format or "dpguard",
         )
     findings = found + validate(doc, catalog, composed=fmt != "dpguard")
-    if any(f.severity is Severity.ERROR for f in findings):
-        return FileResult(path, tuple(sorted(set(findings))), None, source_format=fmt)
+    errors = [f for f in findings if f.severity is Severity.ERROR]
+    if errors:
+        if policies is not None:  # every problem at once: the rules the errors leave judgeable
+            from dpguard.policy.partial import standing_findings
+
+            findings += standing_findings(policies, doc, facts, fmt, errors)
+        return FileResult(
+            path, tuple(sorted(set(findings))), None, source_format=fmt, document=doc.data
+        )
     manifest = build_manifest(doc, catalog, fmt, facts)
     warnings = tuple(findings) + tuple(
         Finding(*manifest.locate(where), code, Severity.WARNING, message)
@@ -88,6 +99,8 @@ def check_file(
     )
     if policies is None:
         return FileResult(path, tuple(sorted(warnings)), manifest, source_format=fmt)
+    if policies.silenced:
+        warnings = tuple(f for f in warnings if f.code not in policies.silenced)
     if plan_shown:
         outcome, plan = judge(manifest, policies)
     else:

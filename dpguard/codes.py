@@ -71,3 +71,9 @@ CODES: dict[str, str] = {
     "F005": "source: names a missing or unrecognised framework config, or a shell script is "
     "not a Megatron-LM launcher",
 }
+
+# The checks that are judgement calls, not contradictions: a deliberately unusual shape or batch
+# can trip them. A team may switch them off (`disable:` in .dpguard.yaml or a policy set) or
+# waive them for some files like a policy rule; every other code marks a manifest that cannot
+# run as written and stays.
+SILENCEABLE = frozenset(("X025", "X026", "X027", "X028"))

@@ -182,13 +182,16 @@ def _declares_governs(path: Path) -> bool:
 
 def _defaults(doc: SourceDoc) -> list[tuple[str, SourceDoc]]:
     """Each `defaults:` entry's manifest keys as a document of their own, keeping their
-    positions in the config file (a finding about a default points there)."""
+    positions in the config file (a finding about a default points there, by the path the
+    reports show: relative to the current directory, as the files given are, so a CI
+    annotation names the repository's file and not the runner's absolute path)."""
     out = []
+    name = display(doc.name)
     for i, entry in enumerate(doc.data.get("defaults", ())):
         prefix = ("defaults", i, "manifest")
         keys = {p[3:]: at for p, at in doc.keys.items() if p[:3] == prefix and len(p) > 3}
         values = {p[3:]: at for p, at in doc.values.items() if p[:3] == prefix and len(p) > 3}
-        out.append((entry["files"], SourceDoc(doc.name, entry["manifest"], keys, values)))
+        out.append((entry["files"], SourceDoc(name, entry["manifest"], keys, values)))
     return out
 
 

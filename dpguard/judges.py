@@ -32,12 +32,15 @@ class Judge:
     fail_on: str
 
     def waive(
-        self, findings: tuple[Finding, ...], used: dict[str, set[int]] | None
+        self,
+        findings: tuple[Finding, ...],
+        used: dict[str, set[int]] | None,
+        judged: str | None = None,
     ) -> tuple[Finding, ...]:
-        """`findings` with the waivers applied; the waivers that matched recorded in `used`
-        (by waivers file, for the unused-waiver warnings), unless None."""
+        """`findings` of the file `judged` with the waivers applied; the waivers that matched
+        recorded in `used` (by waivers file, for the unused-waiver warnings), unless None."""
         for waivers in self.waivers:
-            findings, hits = waivers.apply(findings)
+            findings, hits = waivers.apply(findings, judged)
             if used is not None:
                 used.setdefault(waivers.path, set()).update(hits)
         return findings
@@ -140,13 +143,16 @@ def _only_adds(policies: Policies, layer: Layer, authority: str) -> None:
 
 
 def unused_waiver_warnings(
-    judge_of: Mapping[str, Judge], used: Mapping[str, set[int]], checked: Sequence[str] | None
+    judge_of: Mapping[str, Judge],
+    used: Mapping[str, set[int]],
+    checked: Sequence[str] | None,
+    changes: bool = False,
 ) -> tuple[str, ...]:
     """The unused-waiver warnings of every waivers file that judged a file, once each (a
-    governing config's file serves several configs; `used` is keyed by waivers file; `checked`:
-    see Waivers.unused_warnings)."""
+    governing config's file serves several configs; `used` is keyed by waivers file; `checked`
+    and `changes` (a --baseline review): see Waivers.unused_warnings)."""
     files = {w.path: w for judge in judge_of.values() for w in judge.waivers}
     out: list[str] = []
     for path, waivers in files.items():
-        out += waivers.unused_warnings(used.get(path, set()), checked)
+        out += waivers.unused_warnings(used.get(path, set()), checked, changes)
     return tuple(out)

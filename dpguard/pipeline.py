@@ -76,7 +76,7 @@ def review(
             continue
         if bug is not None:
             internal.append(bug)
-        result = replace(result, findings=judge.waive(result.findings, used))
+        result = replace(result, findings=judge.waive(result.findings, used, path))
         result = replace(result, config=cfg.path, judged_by=judge.policies, fail_on=judge.fail_on)
         results.append(released(result) if lines_only else result)
     warnings = unused_waiver_warnings(judge_of, used, None if all_waivers else paths)

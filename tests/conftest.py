@@ -45,3 +45,20 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     # the cache's signing key too (dpguard.cache): never the user's ~/.config
     key = tmp_path_factory.mktemp("dpguard-config") / "cache-key"
     os.environ["DPGUARD_CACHE_KEY_FILE"] = str(key)
+
+
+@pytest.fixture(scope="session")
+def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """(path, rev) of a snapshot of this checkout for pre-commit's `repo:`/`rev:` and
+    `try-repo`: one per test run, so the hook's environment is built once (PRE_COMMIT_HOME)."""
+    from gitrepo import snapshot
+
+    root = tmp_path_factory.mktemp("dpguard-snapshot")
+    return root, snapshot(REPO, root)
+
+
+@pytest.fixture(scope="session")
+def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PRE_COMMIT_HOME for every pre-commit run of the tests: the first run builds the hook's
+    virtual environment (pip installs dpguard and its dependencies), the others reuse it."""
+    return tmp_path_factory.mktemp("pre-commit-home")

@@ -17,3 +17,20 @@ def git(cwd: Path, *argv: str) -> str:
         timeout=60,
     )
     return done.stdout.strip()
+
+
+def snapshot(source: Path, root: Path) -> str:
+    """`source`'s working tree (tracked and untracked files, ignored ones left out) committed
+    into a fresh repository at `root`, so pre-commit installs the code as it is, not the last
+    commit; the commit's sha."""
+    import shutil
+
+    listed = git(source, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    for name in sorted(set(filter(None, listed.split("\0")))):
+        if (source / name).is_file():  # tracked but deleted in the working tree: left out
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / name, root / name)
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "snapshot")
+    return git(root, "rev-parse", "HEAD")

@@ -149,7 +149,10 @@ def github_workflow() -> dict[Any, Any]:
 def test_github_workflow_structure() -> None:
     workflow = github_workflow()
     on = workflow[True]  # YAML 1.1: PyYAML reads the key `on` as true
-    assert on == {"pull_request": {"paths": ["**.yaml", "**.yml"]}}
+    # every format the readers detect: a pull request changing only a launch script runs it
+    assert on == {
+        "pull_request": {"paths": ["**.yaml", "**.yml", "**.sh", "**.bash", "**.toml", "**.json"]}
+    }
     job = workflow["jobs"]["review"]
     assert job["permissions"] == {
         "contents": "read",
@@ -430,7 +433,9 @@ def test_local_commands(tmp_path: Path) -> None:
 # ---- pre-commit --------------------------------------------------------------------------------
 
 
-def test_pre_commit_snippet(tmp_path: Path) -> None:
+def test_pre_commit_snippet(
+    tmp_path: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
+) -> None:
     config = yaml.safe_load(blocks()["yaml # .pre-commit-config.yaml"])
     (repo,) = config["repos"]
     assert set(repo) == {"repo", "rev", "hooks"}
@@ -439,16 +444,7 @@ def test_pre_commit_snippet(tmp_path: Path) -> None:
     assert repo["hooks"][0]["id"] in {h["id"] for h in published}
 
     # Run it: the snippet with repo/rev pointing at a snapshot of this checkout.
-    snapshot = tmp_path / "dpguard"
-    listed = git(REPO, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-    for name in sorted(set(filter(None, listed.split("\0")))):
-        if (REPO / name).is_file():
-            (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, snapshot / name)
-    git(snapshot, "init", "-q")
-    git(snapshot, "add", "-A")
-    git(snapshot, "commit", "-q", "-m", "snapshot")
-    repo.update(repo=str(snapshot), rev=git(snapshot, "rev-parse", "HEAD"))
+    repo.update(repo=str(hook_repo[0]), rev=hook_repo[1])
     change = make_change(tmp_path, BAD_AND_GOOD)
     (change.root / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     git(change.root, "add", ".pre-commit-config.yaml")
@@ -458,7 +454,7 @@ def test_pre_commit_snippet(tmp_path: Path) -> None:
         for k, v in change.env.items()
         if not k.startswith("PRE_COMMIT") and k not in ("PYTHONPATH", "PYTHONHOME")
     }
-    env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
+    env["PRE_COMMIT_HOME"] = str(pre_commit_home)
 
     def run() -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -181,31 +181,14 @@ def test_hook_manifest_is_valid(tmp_path: Path) -> None:
     assert hook.get("pass_filenames", True) is True
 
 
-@pytest.fixture(scope="module")
-def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """This checkout's working tree, committed into a fresh repository for `try-repo`."""
-    root = tmp_path_factory.mktemp("dpguard-snapshot")
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-        timeout=60,
-    ).stdout.decode()
-    for name in sorted(set(filter(None, listed.split("\0")))):
-        source = REPO / name
-        if source.is_file():  # tracked but deleted in the working tree: left out
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, root / name)
-    git(root, "init", "-q")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "snapshot")
-    return root
+@pytest.fixture
+def snapshot(hook_repo: tuple[Path, str]) -> Path:
+    return hook_repo[0]
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("pre-commit-home")
+@pytest.fixture
+def home(pre_commit_home: Path) -> Path:
+    return pre_commit_home
 
 
 @pytest.fixture

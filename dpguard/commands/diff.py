@@ -31,10 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy_option(parser)
     parser.add_argument(
         "--fail-on",
-        choices=("error", "warning"),
+        choices=("error", "warning", "never"),
         default=None,
         help="severities of NEW's findings that make the exit code 1 (default: .dpguard.yaml "
-        "fail_on, else error)",
+        "fail_on, else error; never: report only)",
     )
 
 
@@ -59,7 +59,9 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     fallback = here or next(iter(judge_of.values()))
     run = Run(lambda p: judge_of.get(p, fallback), load_catalog(), {})
     report = compare(run)
-    for warning in unused_waiver_warnings(judge_of, run.used, None):
+    # as a plain review: only the waivers whose every file was compared, unless asked for all
+    checked = None if getattr(args, "report_unused_waivers", False) else paths
+    for warning in unused_waiver_warnings(judge_of, run.used, checked, changes=True):
         print(diagnostic(warning), file=sys.stderr)
     for _path, why in report.unreadable:
         print(diagnostic(f"dpguard: error: {why}"), file=sys.stderr)

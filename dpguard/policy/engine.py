@@ -135,7 +135,7 @@ def evaluate(
 _TESTED: dict[int, tuple[Condition, frozenset[str]]] = {}
 
 
-def _facts_tested(when: Condition) -> frozenset[str]:
+def facts_tested(when: Condition) -> frozenset[str]:
     known = _TESTED.get(id(when))
     if known is None or known[0] is not when:
         known = _TESTED[id(when)] = (when, frozenset(leaf.fact for leaf in leaves(when)))
@@ -143,12 +143,12 @@ def _facts_tested(when: Condition) -> frozenset[str]:
 
 
 def _reads_plan(rule: Rule) -> bool:
-    return not _facts_tested(rule.when).isdisjoint(PLANNED)
+    return not facts_tested(rule.when).isdisjoint(PLANNED)
 
 
 def reads_change(rule: Rule) -> bool:
     """The rule tests what a pull request changed: judged only by `judge_change`."""
-    return not _facts_tested(rule.when).isdisjoint(CHANGE_FACTS)
+    return not facts_tested(rule.when).isdisjoint(CHANGE_FACTS)
 
 
 def _judged(

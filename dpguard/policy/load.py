@@ -15,6 +15,7 @@ from typing import Any
 
 from dpguard import cache as dpguard_cache
 from dpguard import resources
+from dpguard.codes import SILENCEABLE
 from dpguard.errors import ConfigError, InputError
 from dpguard.findings import Severity
 from dpguard.hints import hint
@@ -228,6 +229,7 @@ def layer(sets: Sequence[PolicySet]) -> tuple[Policies, list[str]]:
     and disable rules by id."""
     problems: list[str] = []
     rules: dict[str, Rule] = {}
+    silenced: set[str] = set()
     for policy_set in sets:
         for rule in policy_set.rules:
             if rule.id in rules and not rule.override:
@@ -245,7 +247,9 @@ def layer(sets: Sequence[PolicySet]) -> tuple[Policies, list[str]]:
                 rule  # dict keeps the first insertion position: overrides stay in place
             )
         for i, rule_id in enumerate(policy_set.disable):
-            if rules.pop(rule_id, None) is None:
+            if rule_id in SILENCEABLE:
+                silenced.add(rule_id)
+            elif rules.pop(rule_id, None) is None:
                 where = policy_set.disable_at[i] if i < len(policy_set.disable_at) else ""
                 problems.append(
                     f"{where or policy_set.path}: disable names unknown rule {rule_id}"
@@ -285,6 +289,7 @@ def layer(sets: Sequence[PolicySet]) -> tuple[Policies, list[str]]:
         days[-1] if days else DEFAULT_MAX_WAIVER_DAYS,
         settings,
         _uses(effective),
+        frozenset(silenced),
     )
     return policies, problems
 

@@ -58,6 +58,7 @@ class Policies:
     max_waiver_days: int
     settings: dict[str, Any] = field(default_factory=dict, compare=False)  # merged, later wins
     uses: frozenset[str] = frozenset()  # fact paths the rules read, so costly facts are lazy
+    silenced: frozenset[str] = frozenset()  # checks switched off (codes.SILENCEABLE)
 
     def by_kind(self, kind: str) -> tuple[Rule, ...]:
         return tuple(r for r in self.rules if r.kind == kind)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dpguard import resources
+from dpguard.codes import SILENCEABLE
 from dpguard.errors import ConfigError
 from dpguard.findings import Finding, WaiverNote
 from dpguard.hints import hint
@@ -36,14 +37,21 @@ class Waiver:
     owner: str
     expires: dt.date
     location: str  # file:line:col of the waiver
+    on_change: bool = False  # its rule reads change.* facts: only a --baseline review judges it
 
-    def matches(self, finding: Finding, root: Path | None) -> bool:
+    def matches(self, finding: Finding, root: Path | None, judged: str | None = None) -> bool:
+        """Whether this waiver exempts `finding`. The glob is tried on the file the finding
+        points into and on the file judged (`judged`): a config sourced by a manifest is
+        judged as that manifest, so a waiver of `runs/*.yaml` covers the findings at the
+        launch script's lines too."""
         if finding.code != self.rule:
             return False
-        candidates = [finding.path]
+        paths = {finding.path} if judged is None else {finding.path, judged}
+        candidates = list(paths)
         if root is not None:
-            relative = os.path.relpath(os.path.abspath(finding.path), root)
-            candidates.append(relative.replace(os.sep, "/"))
+            for path in paths:
+                relative = os.path.relpath(os.path.abspath(path), root)
+                candidates.append(relative.replace(os.sep, "/"))
         return any(fnmatchcase(c, self.match) for c in candidates)
 
 
@@ -54,16 +62,19 @@ class Waivers:
     today: dt.date
     root: Path | None = None  # the .dpguard.yaml directory, for relative matches
 
-    def apply(self, findings: Iterable[Finding]) -> tuple[tuple[Finding, ...], set[int]]:
-        """Findings with waivers applied, and the indexes of the waivers that matched (a
-        finding another waivers file already waived is left as it is)."""
+    def apply(
+        self, findings: Iterable[Finding], judged: str | None = None
+    ) -> tuple[tuple[Finding, ...], set[int]]:
+        """Findings of the file `judged` with waivers applied, and the indexes of the waivers
+        that matched (a finding another waivers file already waived is left as it is)."""
         used: set[int] = set()
         out = []
         for finding in findings:
             index = None
             if not finding.waived:
                 index = next(
-                    (i for i, w in enumerate(self.items) if w.matches(finding, self.root)), None
+                    (i for i, w in enumerate(self.items) if w.matches(finding, self.root, judged)),
+                    None,
                 )
             if index is not None:
                 used.add(index)
@@ -79,12 +90,22 @@ class Waivers:
             out.append(finding)
         return tuple(out), used
 
-    def unused_warnings(self, used: set[int], checked: Iterable[str] | None = None) -> list[str]:
+    def unused_warnings(
+        self, used: set[int], checked: Iterable[str] | None = None, changes: bool = False
+    ) -> list[str]:
         """Warnings for the waivers no finding used. With `checked` (the paths this call
         judged), only for waivers every file they could match was among them: a pre-commit
         run passes a few changed files, in batches, and a waiver of an unchanged file is not
-        unused. None: every unused waiver (`--report-unused-waivers`)."""
-        unused = [(i, w) for i, w in enumerate(self.items) if i not in used]
+        unused. None: every unused waiver (`--report-unused-waivers`). Without `changes` (a
+        plain review, not --baseline) a waiver of a rule on change.* facts cannot have been
+        used: no rule on those facts was judged, so it is not reported."""
+        from dpguard.reporters.model import relative_location
+
+        unused = [
+            (i, w)
+            for i, w in enumerate(self.items)
+            if i not in used and (changes or not w.on_change)
+        ]
         if checked is not None and unused:
             seen = {os.path.abspath(p) for p in checked}
             files = self._files()
@@ -94,7 +115,8 @@ class Waivers:
                 if all(f in seen for f in files if fnmatchcase(self._relative(f), w.match))
             ]
         return [
-            f"{w.location}: warning unused waiver for {w.rule} (match {w.match})" for _, w in unused
+            f"{relative_location(w.location)}: warning unused waiver for {w.rule} (match {w.match})"
+            for _, w in unused
         ]
 
     def _relative(self, path: str) -> str:
@@ -122,6 +144,7 @@ def load_waivers(
     path: str, policies: Policies, today: dt.date, root: Path | None = None
 ) -> Waivers:
     """Read and check a waivers file against the loaded policies; every problem is listed."""
+    from dpguard.policy.engine import reads_change
     from dpguard.validate import schema_problems
 
     try:
@@ -139,8 +162,10 @@ def load_waivers(
     items = []
     for index, data in enumerate(doc.data["waivers"]):
         rule = policies.get(data["rule"])
-        if rule is None:
-            known = hint(data["rule"], [r.id for r in policies.rules])
+        if rule is None and data["rule"] in SILENCEABLE:
+            pass  # a judgement-call check, waivable like an advisory
+        elif rule is None:
+            known = hint(data["rule"], [*(r.id for r in policies.rules), *sorted(SILENCEABLE)])
             problems.append(
                 f"{at('waivers', index, 'rule')}: waiver of unknown rule {data['rule']}{known}"
             )
@@ -168,6 +193,7 @@ def load_waivers(
                 data["owner"],
                 expires,
                 at("waivers", index, "rule"),
+                rule is not None and reads_change(rule),
             )
         )
     if problems:

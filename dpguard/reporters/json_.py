@@ -48,6 +48,17 @@ def _sets(policies: Policies | None) -> list[dict[str, str]]:
     return [{"name": s.name, "version": s.version, "digest": s.digest} for s in sets]
 
 
+def plain(value: Any) -> Any:
+    """`value` as JSON data: YAML's dates, timestamps and odd keys as their text."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     return {
         "version": REPORT_VERSION,
@@ -60,6 +71,7 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "valid": not report.failed(r),
                 "findings": [finding_dict(f) for f in r.findings],
                 "manifest": r.manifest.to_dict() if r.manifest else None,
+                "extracted": plain(r.document) if r.document is not None else None,
                 "decision": decision_dict(r),
                 "plan": plan_data(r.plan, r.judged_by or report.policies),
                 "config": display(r.config) if r.config else None,

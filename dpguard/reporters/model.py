@@ -227,6 +227,7 @@ def released(result: FileResult) -> FileResult:
         manifest=None,
         outcome=None,
         plan=None,
+        document=None,
         released=True,
         decision=decision_finding(result),
         valid=result.manifest is not None,
@@ -302,6 +303,7 @@ def policy_sets(report: Report) -> list[dict[str, str]]:
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
     out: dict[str, Any] = {
+        "path": finding.path,
         "code": finding.code,
         "kind": finding.kind,
         "severity": finding.severity.value,
