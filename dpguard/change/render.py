@@ -11,7 +11,7 @@ from typing import Any
 
 from dpguard import __version__
 from dpguard.change.model import Change, ChangeReport, KeyChange, Side
-from dpguard.findings import Finding, Severity
+from dpguard.findings import Severity
 from dpguard.manifest import format_quantity, parse_quantity
 from dpguard.policy.templates import pct
 from dpguard.reporters.model import finding_dict
@@ -22,10 +22,6 @@ MARKER = "<!-- dpguard-diff -->"
 
 
 # ---- json ----------------------------------------------------------------------------------
-
-
-def _finding(f: Finding) -> dict[str, Any]:
-    return {"path": f.path, **finding_dict(f)}
 
 
 def side_dict(side: Side | None) -> dict[str, Any] | None:
@@ -75,8 +71,8 @@ def change_dict(change: Change) -> dict[str, Any]:
             "cost": d.cost,
         },
         "findings": {
-            "added": [_finding(f) for f in change.added],
-            "resolved": [_finding(f) for f in change.resolved],
+            "added": [finding_dict(f) for f in change.added],
+            "resolved": [finding_dict(f) for f in change.resolved],
             "unchanged": len(change.unchanged),
         },
         "changed_keys": [
