@@ -8,7 +8,8 @@ bug, so it raises `ConfigError` naming the file and the entry.
 Name matching (`Catalog.lookup`) ignores case and the separators ``-``, ``_`` and spaces, so
 ``"h100 sxm"``, ``"H100_SXM"`` and ``"H100-SXM"`` are the same name. The literal ``custom`` is not a
 catalog entry: the manifest uses it for user-described hardware, so the catalog refuses it as an
-id or alias.
+id or alias. The "did you mean" of an unknown name (`Catalog.hint`) never offers a part of another
+form factor: ``"H200 NVL"`` gets no ``'H200'``, the SXM part with other clocks, power and links.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ KIND = "AcceleratorCatalog"
 # Closed vocabularies. The family -> vendor pairing catches a mistyped vendor on an entry.
 FAMILY_VENDOR: Mapping[str, str] = {
     "ampere": "nvidia",
+    "ada": "nvidia",
     "hopper": "nvidia",
     "blackwell": "nvidia",
     "cdna3": "amd",
@@ -51,6 +53,9 @@ _REQUIRED_KEYS = frozenset(
 )
 _ALLOWED_KEYS = _REQUIRED_KEYS | {"aliases", "notes"}
 _SEPARATORS = re.compile(r"[-_\s]+")
+# Form-factor words in a name (a token of its own): "SXM5" and "PCIe" are other boards of the same
+# chip, "NVL" the NVLink-bridged PCIe card. ("NVL72" names a rack-scale domain, not a board.)
+_FORM_FACTOR = re.compile(r"(sxm|pcie)\d?|(nvl)")
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,18 @@ class Accelerator:
 def normalize_name(name: str) -> str:
     """The form names are compared in: lower case, without '-', '_' or whitespace."""
     return _SEPARATORS.sub("", name).lower()
+
+
+def form_factors(*names: str) -> frozenset[str]:
+    """The form-factor words of `names`: "H100 PCIe" -> {'pcie'}, "A100-SXM4-80GB" -> {'sxm'},
+    "GB200-NVL72" and "H20" -> {}."""
+    found: set[str] = set()
+    for name in names:
+        for token in _SEPARATORS.split(name.lower()):
+            match = _FORM_FACTOR.fullmatch(token)
+            if match:
+                found.add(match.group(1) or match.group(2))
+    return frozenset(found)
 
 
 @dataclass(frozen=True)
@@ -105,10 +122,20 @@ class Catalog:
         return tuple(sorted(acc.id for acc in self.accelerators))
 
     def hint(self, name: str) -> str:
-        """The "did you mean" suffix for an unknown accelerator name: the same chip only."""
+        """The "did you mean" suffix for an unknown accelerator name: the same chip only, and
+        not a part of another form factor. A name that says PCIe, NVL or SXM is offered only
+        entries whose names say the same or no form factor at all: "A100-PCIe-80GB" gets no
+        'A100-80GB' (the SXM4 part) and "H200 NVL" no 'H200' (SXM), whose clocks, power and
+        links differ, so taking the suggestion would plan for different hardware."""
         from dpguard.hints import accelerator_hint
 
-        return accelerator_hint(name, [(a.id, a.aliases) for a in self.accelerators])
+        wanted = form_factors(name)
+        entries = []
+        for acc in self.accelerators:
+            have = form_factors(acc.id, *acc.aliases)
+            if not wanted or not have or wanted & have:
+                entries.append((acc.id, acc.aliases))
+        return accelerator_hint(name, entries)
 
 
 def _fail(source: str, where: str, message: str) -> ConfigError:

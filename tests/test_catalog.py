@@ -205,7 +205,10 @@ def test_validator_names_the_entry(tmp_path: Path) -> None:
     path = tmp_path / "cat.yaml"
     data = _mutated(lambda d: _entry(d, "MI325X").__setitem__("peak_tflops_bf16", 0))
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"accelerators\[8\] \(id 'MI325X'\): peak_tflops_bf16"):
+    index = [e["id"] for e in data["accelerators"]].index("MI325X")
+    with pytest.raises(
+        ConfigError, match=rf"accelerators\[{index}\] \(id 'MI325X'\): peak_tflops_bf16"
+    ):
         parse_catalog(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
 
 

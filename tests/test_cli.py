@@ -202,8 +202,8 @@ def test_one_broken_file_does_not_stop_the_others(
         "mistakes.yaml:7:3: error X001 1000 GPUs is not divisible by tensor x pipeline x context"
         " = 3 x 8 x 1 = 24",
         "mistakes.yaml:9:3: error X012 unknown accelerator 'H900'; known: "
-        "A100-40GB, A100-80GB, B200, GB200, Gaudi3, H100-SXM, H200, H800, MI300X, MI325X, or "
-        "custom",
+        "A100-40GB, A100-80GB, B200, GB200, Gaudi3, H100-NVL, H100-PCIe, H100-SXM, H20, H200, "
+        "H800, L40S, MI300X, MI325X, or custom",
         "mistakes.yaml:15:3: error X005 active_params (80,000,000,000) exceeds total_params "
         "(70,000,000,000)",
         "mistakes.yaml:21:3: error X006 model.experts is set on a dense model",

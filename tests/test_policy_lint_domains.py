@@ -58,8 +58,8 @@ def lint(tmp_path: Path, capsys: pytest.CaptureFixture[str], when: str) -> tuple
             "'A100-80GB'?)",
         ),
         (
-            "{fact: cluster.accelerator, not_in: [H20]}",
-            "'H20' is not an accelerator in the catalog; possible: A100-40GB,",
+            "{fact: cluster.accelerator, not_in: [H30]}",
+            "'H30' is not an accelerator in the catalog; possible: A100-40GB,",
         ),
         ("{fact: cluster.accelerator, equals: Custom}", "so write 'custom'"),
         ("{fact: parallelism.schedule, equals: DualPipe}", "(did you mean 'dualpipe'?)"),
@@ -184,10 +184,14 @@ def test_operator_hints_keep_the_meaning(
 @pytest.mark.parametrize(
     ("written", "hint"),
     [
-        ("h100-80gb", " (did you mean 'H100-SXM'?)"),
-        ("a100-pcie-80gb", " (did you mean 'A100-80GB'?)"),
+        # an 80 GB H100 is the SXM or the PCIe card: both offered (and the NVL, same chip)
+        ("h100-80gb", " (did you mean 'H100-SXM' or 'H100-PCIe' or 'H100-NVL'?)"),
+        # another form factor is another part: no A100-80GB (SXM4) for a PCIe card
+        ("a100-pcie-80gb", ""),
+        ("H200 NVL", ""),
+        ("H100-PCIe-94GB", " (did you mean 'H100-PCIe'?)"),
         ("Instinct MI325X", ""),  # an alias with a space: found, no X012 at all
-        ("H20", ""),  # a different chip: no H200
+        ("H30", ""),  # a different chip: no H20, no H200
         ("H900", ""),
     ],
 )

@@ -1019,8 +1019,8 @@ GQA = apply(
     },
 )
 KNOWN = (
-    "known: A100-40GB, A100-80GB, B200, GB200, Gaudi3, H100-SXM, H200, H800, MI300X, MI325X, "
-    "or custom"
+    "known: A100-40GB, A100-80GB, B200, GB200, Gaudi3, H100-NVL, H100-PCIe, H100-SXM, H20, "
+    "H200, H800, L40S, MI300X, MI325X, or custom"
 )
 
 # (id, base text, edits, expected findings); each check once firing, once at its boundary.
