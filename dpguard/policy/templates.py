@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import (
     Callable,
+    Container,
     ItemsView,
     Iterable,
     Iterator,
@@ -25,10 +26,13 @@ from collections.abc import (
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache, lru_cache, wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpguard.hints import hint
 from dpguard.policy.facts import FACTS, LABELS, ROOTS, label_fact
+
+if TYPE_CHECKING:
+    from dpguard.policy import plain
 
 EXTRA_NAMES = frozenset({"rule"})
 
@@ -40,6 +44,11 @@ def pct(value: Any, digits: int = 1) -> str:
 
 def thousands(value: Any) -> str:
     return f"{value:,.0f}" if isinstance(value, float) else f"{value:,}"
+
+
+# dpguard's own filters, added to Jinja's in every sandbox; the only ones a plain message (one
+# rendered without Jinja, see render_message) may use: the same functions, without the import.
+FILTERS: dict[str, Callable[..., str]] = {"pct": pct, "thousands": thousands}
 
 
 @cache
@@ -333,8 +342,7 @@ def sandbox(limits: Limits = PAGE, **options: Any) -> Any:
 
     env = _bounded_class()(limits, undefined=StrictUndefined, autoescape=False, **options)
     env.globals.pop("lipsum", None)
-    env.filters["pct"] = pct
-    env.filters["thousands"] = thousands
+    env.filters.update(FILTERS)
     env.filters = {
         name: _metered(env, f, f"the {name} filter", _FILTER_GROWTH.get(name))
         for name, f in env.filters.items()
@@ -685,16 +693,77 @@ def _roots(source: str) -> frozenset[str]:
     return frozenset(chain[0] for chain in _references(environment().parse(source)))
 
 
+@lru_cache(maxsize=1024)
+def _plain(source: str) -> tuple[plain.Part, ...] | None:
+    """The message as text and fields when it is in the plain subset (plain.py), else None.
+    Labels and `rule` are left to Jinja."""
+    from dpguard.policy import plain  # imported by the first message rendered
+
+    parts = plain.parse(source, ROOTS, FILTERS)
+    if parts is None or any(p.path[:2] == ("metadata", "labels") for p in _fields(parts)):
+        return None
+    return parts
+
+
+def _fields(parts: tuple[plain.Part, ...]) -> Iterator[plain.Field]:
+    return (p for p in parts if not isinstance(p, str))
+
+
+def _render_plain(parts: tuple[plain.Part, ...], context: Mapping[str, Any]) -> str | None:
+    """What Jinja renders for a plain message, charged to the same MESSAGE budget as the sandbox
+    charges it (the filter's call, then finalize reading the value); None where Jinja is to
+    decide: a name that is not a key of a dict (undefined, or a dict's attribute), a filter
+    that raises, a budget overrun. Jinja then renders, or raises what the caller reports."""
+    budget = _Budget(MESSAGE)
+    out: list[str] = []
+    try:
+        for part in parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            value: Any = context
+            for name in part.path:
+                # the sandbox's getattr: an attribute first (dict.items...), then the key
+                if not isinstance(value, dict) or hasattr(value, name):
+                    return None
+                value = value[name]
+            if part.filter is not None:
+                what = f"the {part.filter} filter"
+                budget.spend(1 + _size(value, budget.left), what)
+                for arg in part.args:
+                    budget.spend(_size(arg, budget.left), what)
+                value = FILTERS[part.filter](value, *part.args)
+                if isinstance(value, (str, *_CONTAINERS)):
+                    budget.spend(_size(value, budget.left), what)
+            budget.spend(_size(value, budget.left), "reading a value")
+            out.append(str(value))
+        return "".join(budget.write(out))
+    except Exception:
+        return None
+
+
 def render_message(source: str, facts: Mapping[str, Any], rule: Mapping[str, Any]) -> str:
-    template = _compiled(source)
-    roots = _roots(source)
+    parts = _plain(source)
+    if parts is None:
+        template = _compiled(source)
+        context = _context(_roots(source), facts)
+    else:
+        context = _context({p.path[0] for p in _fields(parts)}, facts)
+        text = _render_plain(parts, context)
+        if text is not None:
+            return " ".join(text.split())
+        template = _compiled(source)
+    return " ".join(template.render({**context, "rule": rule}).split())
+
+
+def _context(roots: Container[str], facts: Mapping[str, Any]) -> dict[str, Any]:
     # by key: a fact computed on first read (engine.LazyFacts) is read only if the message
     # names its root
     context = nest({k: facts[k] for k in facts if _parts(k)[0] in roots})
     # A label the manifest does not write reads as none, like any unset fact.
     metadata = context.setdefault("metadata", {})
     metadata["labels"] = _Labels(metadata.get("labels", {}))
-    return " ".join(template.render({**context, "rule": rule}).split())
+    return context
 
 
 class _Labels(dict[str, Any]):
