@@ -90,7 +90,7 @@ def test_shell_never_guesses_computed_or_conditional_values() -> None:
         "a command substitution",
         "arithmetic over values the file does not set: $((N * 2))",
         "$X is set inside a conditional or loop at line 4",
-        "$UNSET, which the file does not set",
+        "$UNSET, which the caller's environment sets: the script does not assign UNSET",
     ]
     assert script.sourced == (("env.sh", Position(5, 8)),)
 

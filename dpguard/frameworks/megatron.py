@@ -144,6 +144,8 @@ KNOWN = frozenset(
         "disable_parameter_transpose_cache",
         "pp_partition_method",
         "zero_stage",
+        "step_batch_size_schedule",
+        "decrease_batch_size_if_needed",
         *_LAUNCH_SWITCHES,
     ]
 )
@@ -163,16 +165,24 @@ def _score(command: Command) -> int:
     return sum(1 for w in command.words if w.text and canonical(w.text) in KNOWN)
 
 
-def command_args(script: Script, path: str) -> tuple[dict[str, Arg], dict[str, Arg], list[Note]]:
-    """(Megatron arguments, launcher arguments, notes) of the script's training command: the
-    command that passes the most Megatron flags (`pretrain_gpt.py ...` under torchrun or
-    python). Words whose value cannot be known and that are no flag's value (an array
-    extended inside an `if`) get one note per reason."""
+def training_command(script: Script) -> tuple[Command, int | None] | None:
+    """The script's training command, the one passing the most Megatron flags
+    (`pretrain_gpt.py ...` under torchrun or python), with the index of its program."""
     best = max(script.commands, key=_score, default=None)
     if best is None or _score(best) == 0:
+        return None
+    words = best.words
+    return best, next((i for i, w in enumerate(words) if w.text and w.text.endswith(".py")), None)
+
+
+def command_args(script: Script, path: str) -> tuple[dict[str, Arg], dict[str, Arg], list[Note]]:
+    """(Megatron arguments, launcher arguments, notes) of the script's training command.
+    Words whose value cannot be known and that are no flag's value (an array extended inside
+    an `if`) get one note per reason."""
+    found = training_command(script)
+    if found is None:
         return {}, {}, []
-    words = list(best.words)
-    program = next((i for i, w in enumerate(words) if w.text and w.text.endswith(".py")), None)
+    words, program = list(found[0].words), found[1]
     stray: dict[str, Word] = {}
     launcher = _flags(words[:program], path, {}) if program is not None else {}
     args = _flags(words[program + 1 if program is not None else 0 :], path, stray)
@@ -347,6 +357,7 @@ _SWITCHES = frozenset(
         "use_megatron_fsdp",
         "fp8_param_gather",
         "disable_parameter_transpose_cache",
+        "decrease_batch_size_if_needed",
         *_LAUNCH_SWITCHES,
     }
 )
@@ -389,6 +400,8 @@ def to_manifest(
     mbs, gbs, seq = g("micro_batch_size"), g("global_batch_size"), g("seq_length")
     b.set("training.micro_batch_size", mbs, "micro_batch_size")
     b.set("training.global_batch_size", gbs, "global_batch_size")
+    if fmt in ("megatron", "flagscale"):
+        _batch_schedule(b, args)
     iters, samples = g("train_iters"), g("train_samples")
     if iters and gbs and seq:
         b.set("training.tokens", iters * gbs * seq, "train_iters")
@@ -434,6 +447,50 @@ def to_manifest(
     for dotted, value in (extra or {}).items():
         b.values.setdefault(dotted, value)
     return Extract(fmt, path, b.values, b.origins, tuple(notes), facts(args), b.undetermined)
+
+
+# What Megatron-LM refuses beside --step-batch-size-schedule, and where (d98e8a64): validate_args
+# in megatron/training/arguments.py raises ValueError('Cannot specify both
+# --step-batch-size-schedule and --global-batch-size') for any --global-batch-size written;
+# megatron/core/num_microbatches_calculator.py raises ValueError('Cannot specify both
+# --step-batch-size-schedule and --decrease-batch-size-if-needed'). The deprecated
+# --rampup-batch-size is no such error: set_global_variables no longer passes it on.
+_SCHEDULE_REFUSES = (
+    ("global_batch_size", "megatron/training/arguments.py, validate_args"),
+    ("decrease_batch_size_if_needed", "megatron/core/num_microbatches_calculator.py"),
+)
+
+
+def _batch_schedule(b: _Builder, args: Mapping[str, Arg]) -> None:
+    """--step-batch-size-schedule: the global batch steps up during the run. Beside a flag
+    Megatron-LM refuses with it, an F001 error at the schedule (the job stops at launch);
+    alone, the batch to judge is left to a manifest (F003), not read as the first step's."""
+    schedule = args.get("step_batch_size_schedule")
+    if schedule is None:
+        return
+    for key, where in _SCHEDULE_REFUSES:
+        if key in args and (key == "global_batch_size" or _true(args[key])):
+            b.notes.append(
+                Note(
+                    schedule.origin,
+                    "F001",
+                    f"Megatron-LM stops at launch: 'Cannot specify both "
+                    f"--step-batch-size-schedule and {flag(key)}' ({where}); keep one of "
+                    "them (the schedule sets the global batch)",
+                    Severity.ERROR,
+                )
+            )
+    if "global_batch_size" not in args:
+        b.undetermined["training.global_batch_size"] = schedule.origin
+        b.notes.append(
+            Note(
+                schedule.origin,
+                "F002",
+                "--step-batch-size-schedule: the global batch changes during the run; "
+                "dpguard judges the one training.global_batch_size gives",
+                Severity.INFO,
+            )
+        )
 
 
 def _pipeline(b: _Builder, args: Mapping[str, Arg], layers: int | None) -> None:

@@ -11,7 +11,10 @@ branches whose test compares values it knows (``[[ "$DTYPE" == "fp8" ]]``, ``[ "
 else (command substitution, a variable the file never sets, a value assigned inside a branch
 whose test is not known or inside ``for``/``while``/``case``, a sourced file) makes the affected
 words *unknown*, never guessed: each unknown word carries the reason, and the caller reports it
-at its position.
+at its position. A variable the script never assigns is its caller's environment: unknown, or
+its ``${VAR:-default}``, unless `parse` is given that environment. ``NAME=value cmd`` sets NAME
+in cmd's environment only, as bash does. Here-document bodies are data, skipped; CRLF line
+ends read as LF.
 
 Every word keeps the position where its text was written, so a flag that comes from an array
 defined on line 12 and expanded on line 40 is reported on line 12.
@@ -22,8 +25,8 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 
 from dpguard.frameworks.numbers import whole
 from dpguard.yamlevents import Position
@@ -96,6 +99,9 @@ def _advance(position: Position, text: str) -> Position:
 class Command:
     words: tuple[Word, ...]
     position: Position
+    # `NAME=value cmd`: NAME is set in cmd's environment only (what a script it runs sees),
+    # neither in the shell's variables nor in cmd's own words, which bash expands first
+    environment: tuple[tuple[str, Word], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,10 @@ class Script:
     commands: tuple[Command, ...]
     variables: dict[str, tuple[Word, ...]]  # the final value of every variable the file sets
     sourced: tuple[tuple[str, Position], ...]  # `source FILE` / `. FILE`: not followed
+    # Words the caller's environment decides: where each was written -> (the variable, which
+    # the script never assigns; the default the script falls back to, None when it has none):
+    # `${TP}`, and `${TP:-4}`, whose 4 holds only while the caller leaves TP unset
+    from_caller: dict[Position, tuple[str, str | None]] = field(default_factory=dict)
 
 
 # Variables a job scheduler or MPI launcher sets in the job's environment (Slurm, PBS, LSF,
@@ -132,6 +142,8 @@ class _Lexer:
         # `lines`: the enclosing lexer's index of the same text (a ${VAR:-default} is lexed
         # apart; indexing the file again for each default made a file of them quadratic)
         self.line_starts = lines or [0] + [m.end() for m in re.finditer("\n", text)]
+        self.heredocs: list[tuple[str, bool]] = []  # (delimiter, <<- strips tabs) this line
+        self.arithmetic = -1  # where the (( ... )) being lexed ends: a << in it is a shift
 
     def position(self, offset: int) -> Position:
         lo, hi = 0, len(self.line_starts) - 1
@@ -161,21 +173,60 @@ class _Lexer:
             elif c == "\n" or c == ";":
                 yield "newline", c, self.i
                 self.i += 1
+                if c == "\n" and self.heredocs:
+                    self._skip_heredocs()
             elif c in "&|":
                 start = self.i
                 self.i += 2 if text.startswith(c * 2, self.i) else 1
                 yield "op", text[start : self.i], start
             elif c in "()":
+                if text.startswith("((", self.i) and self.i > self.arithmetic:
+                    try:
+                        self.arithmetic = self._closing(self.i + 2, "(", ")", "((...))")
+                    except ShellError:
+                        self.arithmetic = n
                 yield "op", c, self.i
                 self.i += 1
             elif c in "<>":
                 start = self.i
                 while self.i < n and text[self.i] in "<>&":
                     self.i += 1
-                yield "op", text[start : self.i], start
+                op = text[start : self.i]
+                if op == "<<" and start > self.arithmetic:  # not <<<, a here-string
+                    self._heredoc()
+                yield "op", op, start
             else:
                 start = self.i
                 yield "word", self._word(), start
+
+    def _heredoc(self) -> None:
+        """After `<<`: the delimiter word (`EOF`, `'EOF'`, `"EOF"`, `<<-EOF`), whose body starts
+        on the next line. Bash matches the body's last line against the word with its quotes
+        removed; `<<-` strips leading tabs first."""
+        tabs = self.text.startswith("-", self.i)
+        self.i += 1 if tabs else 0
+        while self.i < self.end and self.text[self.i] in " \t":
+            self.i += 1
+        start = self.i
+        self._word()
+        delimiter = re.sub(r"[\\'\"]", "", self.text[start : self.i])
+        if delimiter:
+            self.heredocs.append((delimiter, tabs))
+
+    def _skip_heredocs(self) -> None:
+        """Pass over the bodies of the here-documents opened on the line just ended: they are
+        the command's input, data rather than shell words (an apostrophe there opens no quote).
+        A body without its delimiter runs to the end of the file, as bash reads it."""
+        text = self.text
+        for delimiter, tabs in self.heredocs:
+            while self.i < len(text):
+                end = text.find("\n", self.i)
+                end = len(text) if end < 0 else end
+                line = text[self.i : end]
+                self.i = end + 1
+                if (line.lstrip("\t") if tabs else line) == delimiter:
+                    break
+        self.heredocs.clear()
 
     def _word(self, blanks_end: bool = True) -> list[tuple]:
         """The parts of one word; with `blanks_end` False, of everything up to `end` (the
@@ -341,9 +392,11 @@ def _zero(node: ast.BinOp, left: int, right: int) -> int | None:
 
 
 class _State:
-    def __init__(self, lexer: _Lexer) -> None:
+    def __init__(self, lexer: _Lexer, environment: Mapping[str, str]) -> None:
         self.lexer = lexer
         self.variables: dict[str, tuple[Word, ...]] = {}
+        self.environment = environment  # the caller's, for the variables the file never sets
+        self.from_caller: dict[Position, tuple[str, str | None]] = {}
         self.nesting = 0  # ${VAR:-default}s being expanded, one inside the other
         self.expanded = 0  # characters and words every expansion produced so far
 
@@ -359,6 +412,8 @@ class _State:
             )
 
     def scalar(self, name: str) -> str | None:
+        if name not in self.variables and name in self.environment:
+            return self.environment[name]
         words = self.variables.get(name)
         if not words or any(w.text is None for w in words):
             return None
@@ -474,6 +529,8 @@ class _State:
             return
         name, index, op, default = match.groups()
         words = self.variables.get(name)
+        if words is None and name in self.environment:
+            words = (Word(self.environment[name], position),)
         if words is None and name.startswith(_SCHEDULER_PREFIXES):
             # ${SLURM_NNODES:-1}: the scheduler sets it for the job; the default only serves
             # a run on one machine, so it says nothing about the cluster
@@ -496,11 +553,16 @@ class _State:
             self.nesting -= 1
             if op.endswith("="):
                 self.variables[name] = tuple(value)
+            if words is None:  # never assigned: the caller may set it instead (the outermost
+                for word in value:  # of nested defaults, expanded last, decides)
+                    self.from_caller[word.position] = (name, word.text)
             for k, word in enumerate(value):
                 yield "word", word, True, k == len(value) - 1
             return
         if words is None:
-            yield "unknown", f"${name}, which the file does not set", position
+            self.from_caller[position] = (name, None)
+            why = f"${name}, which the caller's environment sets: the script does not assign {name}"
+            yield "unknown", why, position
             return
         if index is not None and index not in "@*":
             i = int(index)
@@ -547,10 +609,13 @@ class _Block:
             self.runs = self.taken = True
 
 
-def parse(text: str) -> Script:
-    """Follow the script's assignments in order and expand every simple command."""
-    lexer = _Lexer(text)
-    state = _State(lexer)
+def parse(text: str, environment: Mapping[str, str] | None = None) -> Script:
+    """Follow the script's assignments in order and expand every simple command.
+    `environment`: the caller's, read for the variables the script never assigns."""
+    # CRLF line ends (a checkout on Windows) read as the LF file git stores: a backslash
+    # before CR-LF continues the line, and no word ends in a CR
+    lexer = _Lexer(text.replace("\r\n", "\n"))
+    state = _State(lexer, environment or {})
     commands: list[Command] = []
     sourced: list[tuple[str, Position]] = []
     blocks: list[_Block] = []  # the open if/for/while/case, innermost last
@@ -577,7 +642,7 @@ def parse(text: str) -> Script:
             alone = i >= len(tokens) or tokens[i][0] == "newline"
             _statement(state, raw, blocks, alone, commands, sourced)
         i += 1
-    return Script(tuple(commands), dict(state.variables), tuple(sourced))
+    return Script(tuple(commands), dict(state.variables), tuple(sourced), state.from_caller)
 
 
 def _joined_spans(words: list[Word]) -> tuple[tuple[int, Position], ...]:
@@ -724,36 +789,59 @@ def _statement(
         if not raw:
             return
     k = 0
-    while k < len(raw) and (found := _assignment(raw[k][1])) is not None:
-        name, op, value = found
-        words = (
-            state.expand(value, raw[k][2]) if value else [Word("", state.lexer.position(raw[k][2]))]
-        )
-        text = (
-            None
-            if any(w.text is None for w in words)
-            else " ".join(w.text for w in words if w.text is not None)
-        )
-        why = next((w.why for w in words if w.text is None), "")
-        position = words[0].position if words else state.lexer.position(raw[k][2])
-        if uncertain:
-            why = f"${name} is set inside a conditional or loop at line {position.line}"
-            text = None
-        partial: str | None = None
-        unknowns: tuple[str, ...] = ()
-        if text is None and not uncertain and op != "+=":
-            # what is known of the value, for a later unquoted expansion to split
-            partial = " ".join(_shown(w) for w in words)
-            unknowns = tuple(y for w in words if w.text is None for y in w.unknowns or (w.why,))
-        if op == "+=" and name in state.variables:
-            prior = state.scalar(name)
-            text = None if prior is None or text is None else prior + text
-            state.charge(len(text or ""), position)
-        spans = _joined_spans(words) if text or partial else ()
-        state.variables[name] = (Word(text, position, why, spans, partial, unknowns),)
+    while k < len(raw) and _assignment(raw[k][1]) is not None:
         k += 1
     if k < len(raw):
+        # NAME=value before a command: that command's environment only; bash expands the
+        # command's words first, and the shell's own variables stay as they were
         words = []
         for _, parts, offset in raw[k:]:
             words.extend(state.expand(parts, offset))
-        commands.append(Command(tuple(words), state.lexer.position(raw[k][2])))
+        shell: dict[str, tuple[Word, ...] | None] = {}  # what the assignments hide, to restore
+        environment = []
+        for head in raw[:k]:  # left to right: `A=1 B=$A cmd` gives cmd B=1
+            name, word = _assigned(state, head, uncertain)
+            shell.setdefault(name, state.variables.get(name))
+            state.variables[name] = (word,)
+            environment.append((name, word))
+        for name, before in shell.items():
+            if before is None:
+                del state.variables[name]
+            else:
+                state.variables[name] = before
+        commands.append(Command(tuple(words), state.lexer.position(raw[k][2]), tuple(environment)))
+        return
+    for head in raw:
+        name, word = _assigned(state, head, uncertain)
+        state.variables[name] = (word,)
+
+
+def _assigned(state: _State, head: tuple, uncertain: bool) -> tuple[str, Word]:
+    """The name and value of one NAME=value or NAME+=value word (`uncertain`: inside a
+    conditional or loop whose outcome is not known)."""
+    found = _assignment(head[1])
+    assert found is not None
+    name, op, value = found
+    words = state.expand(value, head[2]) if value else [Word("", state.lexer.position(head[2]))]
+    text = (
+        None
+        if any(w.text is None for w in words)
+        else " ".join(w.text for w in words if w.text is not None)
+    )
+    why = next((w.why for w in words if w.text is None), "")
+    position = words[0].position if words else state.lexer.position(head[2])
+    if uncertain:
+        why = f"${name} is set inside a conditional or loop at line {position.line}"
+        text = None
+    partial: str | None = None
+    unknowns: tuple[str, ...] = ()
+    if text is None and not uncertain and op != "+=":
+        # what is known of the value, for a later unquoted expansion to split
+        partial = " ".join(_shown(w) for w in words)
+        unknowns = tuple(y for w in words if w.text is None for y in w.unknowns or (w.why,))
+    if op == "+=" and name in state.variables:
+        prior = state.scalar(name)
+        text = None if prior is None or text is None else prior + text
+        state.charge(len(text or ""), position)
+    spans = _joined_spans(words) if text or partial else ()
+    return name, Word(text, position, why, spans, partial, unknowns)
