@@ -107,4 +107,6 @@ def declares_manifest(path: str) -> bool:
     try:
         return yaml_format(load_text(read_text(path), path).data) is not None
     except (YamlLoadError, DpguardError):
-        return False
+        from dpguard.sourcing import is_sourced
+
+        return is_sourced(path)

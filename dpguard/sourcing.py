@@ -41,6 +41,14 @@ def through_manifests(paths: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def is_sourced(path: str) -> bool:
+    """Whether a manifest of `path`'s repository sources it. The hook's selection asks this only
+    of a YAML file it cannot load (a duplicate key in a nanotron config, say): such a file is no
+    business of dpguard's unless a manifest runs it, and then its error is that manifest's."""
+    top = root(os.path.dirname(os.path.abspath(path)) or ".")
+    return os.path.realpath(path) in _sources(top)
+
+
 def _is_manifest(path: str) -> bool:
     """A dpguard manifest (its own judge), told by its root keys without loading it."""
     if not path.endswith((".yaml", ".yml")):

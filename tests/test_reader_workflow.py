@@ -320,3 +320,21 @@ def test_a_file_that_is_not_yaml_is_still_named_unrecognised(tmp_path: Path) -> 
     (tmp_path / "notes.txt").write_text("it's: [not\n", "utf-8")
     (finding,) = check_file(manifest(tmp_path, "{path: notes.txt}")).findings
     assert finding.code == "F005" and "not a framework config" in finding.message
+
+
+def test_the_hook_reports_a_broken_config_a_manifest_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A commit that changes only the broken config: the hook passes just that file, which its
+    selection cannot load; a manifest sources it, so it is judged (as that manifest) and fails.
+    A broken YAML no manifest sources stays none of dpguard's business."""
+    (tmp_path / ".git").mkdir()
+    shutil.copy(WORKFLOW / "nanotron_duplicate_key.yaml", tmp_path / "cfg.yaml")
+    manifest(tmp_path, "{path: cfg.yaml}")
+    shutil.copy(WORKFLOW / "nanotron_duplicate_key.yaml", tmp_path / "other.yaml")
+    monkeypatch.chdir(tmp_path)
+    assert main(["review", "--only-manifests", "--quiet", "cfg.yaml"]) == 1
+    out = capsys.readouterr().out
+    assert "cfg.yaml:21:3: error Y005 duplicate key 'tp' (first defined at line 18)" in out
+    assert main(["review", "--only-manifests", "--quiet", "other.yaml"]) == 0
+    assert "0 manifests checked" in capsys.readouterr().out
