@@ -368,6 +368,16 @@ def derived_sizes(
     return dp, global_batch // (micro_batch * dp * accumulation)
 
 
+def _intra_node(acc: Any, vendor: str, gpus_per_node: int) -> str:
+    """How a node's GPUs talk when the manifest does not say: the vendor's fabric, except on a
+    part whose scale-up fabric joins fewer GPUs than the node holds (H100 PCIe and NVL cards,
+    bridged in pairs; the L40S, none): there most GPU pairs of the node meet over PCIe, so TP,
+    EP and the kernel advice are priced that way unless the team writes `nvlink`."""
+    if acc is not None and acc.scale_up_domain < gpus_per_node:
+        return "pcie"
+    return _DEFAULT_INTRA_NODE.get(vendor, "other")
+
+
 def _cluster(c: Mapping[str, Any], catalog: Catalog) -> Cluster:
     """The cluster section with the catalog's figures for what it leaves out."""
     acc = catalog.lookup(c["accelerator"])
@@ -396,7 +406,7 @@ def _cluster(c: Mapping[str, Any], catalog: Catalog) -> Cluster:
         peak_tflops_bf16=peak,
         interconnect=Interconnect(
             inter_node_gbps_per_gpu=float(link["inter_node_gbps_per_gpu"]),
-            intra_node=link.get("intra_node", _DEFAULT_INTRA_NODE.get(vendor, "other")),
+            intra_node=link.get("intra_node", _intra_node(acc, vendor, c.get("gpus_per_node", 8))),
         ),
         hbm_tbps=None if hbm is None else float(hbm),
         scale_up_gbytes_per_s=None if link_gbytes is None else float(link_gbytes),

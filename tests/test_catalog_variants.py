@@ -221,3 +221,30 @@ def test_a_part_without_nvlink_prices_intra_node_traffic_at_the_nic(tmp_path: Pa
         / load()["communication"]["bus_share"]["scale_out"]
     )
     assert hw.scale_out == pytest.approx(nic * load()["communication"]["bus_share"]["scale_out"])
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "written", "expected"),
+    [
+        ("H100-PCIe", None, "pcie"),  # bridged in pairs: most GPU pairs of a node meet on PCIe
+        ("H100 NVL", None, "pcie"),
+        ("L40S", None, "pcie"),
+        ("H100-SXM", None, "nvlink"),  # NVSwitch joins the node
+        ("H20", None, "nvlink"),
+        ("H100-PCIe", "nvlink", "nvlink"),  # a team whose TP stays inside a pair says so
+    ],
+)
+def test_the_node_fabric_defaults_to_pcie_where_nvlink_joins_fewer_gpus_than_the_node(
+    tmp_path: Path, accelerator: str, written: str | None, expected: str
+) -> None:
+    text = _manifest_text("small-dense.yaml", accelerator)
+    if written is not None:
+        text = text.replace(
+            "inter_node_gbps_per_gpu: 200",
+            f"inter_node_gbps_per_gpu: 200\n    intra_node: {written}",
+        )
+    path = tmp_path / "m.yaml"
+    path.write_text(text, encoding="utf-8")
+    result = check_file(str(path), None, None, {})
+    assert result.manifest is not None, result.findings
+    assert result.manifest.cluster.interconnect.intra_node == expected
