@@ -249,7 +249,8 @@ def test_a_review_of_plain_messages_never_imports_jinja(
     and printing what the Jinja path prints."""
     for _ in range(2):
         run = subprocess.run(
-            [sys.executable, "-c", WRAPPER, "review", ALL_PLAIN],
+            # -P: the installed dpguard, not the source tree of the current directory
+            [sys.executable, "-P", "-c", WRAPPER, "review", ALL_PLAIN],
             cwd=REPO,
             capture_output=True,
             text=True,

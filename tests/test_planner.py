@@ -799,9 +799,11 @@ def test_plan_output_is_byte_identical_across_runs(name, fmt, capsys):
 
 @pytest.mark.parametrize("name", VALID_EXAMPLES)
 @pytest.mark.parametrize("suffix", ["md", "json"])
-def test_golden_plan(name, suffix, capsys):
+def test_golden_plan(name, suffix, capsys, monkeypatch):
     """tests/golden/plans/<example>.<md|json>; DPGUARD_UPDATE_GOLDEN=1 rewrites them. The policy
-    sets' digests are masked: editing a comment in a policy file changes no plan."""
+    sets' digests are masked: editing a comment in a policy file changes no plan. Run from the
+    checkout's root: paths under it print relative to it."""
+    monkeypatch.chdir(REPO)
     fmt = "markdown" if suffix == "md" else "json"
     code, out, err = run(capsys, str(EXAMPLES / f"{name}.yaml"), "--format", fmt)
     assert (code, err) == (0, "")

@@ -133,17 +133,22 @@ def split_location(location: str) -> tuple[str, int, int]:
     return path, int(line), int(rest)
 
 
-def relative_location(location: str) -> str:
-    """``file:line:col`` with the file relative to the current directory when it lies under
-    it (reports show paths as the user gave them, not this machine's)."""
-    path, line, col = split_location(location)
+def shown_path(path: str) -> str:
+    """`path` relative to the current directory when it is absolute and lies under it (reports
+    show paths as the user gave them, not this machine's)."""
     p = Path(path)
-    if not path or not p.is_absolute():
-        return location
+    if not p.is_absolute():
+        return path
     try:
-        return f"{p.relative_to(Path.cwd()).as_posix()}:{line}:{col}"
+        return p.relative_to(Path.cwd()).as_posix()
     except ValueError:
-        return location
+        return path
+
+
+def relative_location(location: str) -> str:
+    """``file:line:col`` with the file as `shown_path` shows it."""
+    path, line, col = split_location(location)
+    return f"{shown_path(path)}:{line}:{col}" if path else location
 
 
 def relative_uri(path: str) -> str:
@@ -303,7 +308,7 @@ def policy_sets(report: Report) -> list[dict[str, str]]:
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "path": finding.path,
+        "path": shown_path(finding.path),
         "code": finding.code,
         "kind": finding.kind,
         "severity": finding.severity.value,
