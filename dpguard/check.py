@@ -42,6 +42,7 @@ class FileResult:
     released: bool = False
     decision: Finding | None = None  # the decision line, as an info finding
     valid: bool = False  # the file passed the schema and cross-field checks
+    part: str | None = None  # its section of a JSON or Markdown report (reporters.PARTS)
     # What was read when it could not become a manifest (the document as written, or a
     # framework config's values composed with its source manifest and defaults), so a report
     # still shows it beside the errors.

@@ -15,6 +15,7 @@ from dpguard.check import FileResult, check_file
 from dpguard.errors import InputError
 from dpguard.isolation import STOPS, crashed, isolated, told
 from dpguard.judges import judges, unused_waiver_warnings
+from dpguard.reporters import Part
 from dpguard.reporters.model import Report, released
 from dpguard.sourcing import through_manifests
 
@@ -46,6 +47,7 @@ def review(
     lines_only: bool = False,
     all_waivers: bool = False,
     debug: bool = False,
+    part: Part | None = None,
 ) -> Reviewed:
     """Judge `paths` (files, as dpguard.discover.expand gives them). `policies` layer over each
     file's stack, `config` pins one .dpguard.yaml for all; a broken config, stack or waivers
@@ -53,9 +55,12 @@ def review(
     prints (SHOWS_PLAN, LINES_ONLY). `all_waivers`: warn about every waiver no finding used,
     not only those whose files were all checked in this call. A bug met in one file is that
     file's D001 finding and one `internal` message (its traceback with `debug`); the other files
-    are still checked."""
+    are still checked. `part` (reporters.PARTS): render each file's section of the report as
+    soon as it is judged, keeping only the text, so memory stays flat over a batch."""
     paths = through_manifests(paths)  # a sourced config is judged as its manifests
     judge_of, here = judges(paths, policies, config, fail_on, today)
+    first = here or next(iter(judge_of.values()))
+    context = Report((), first.fail_on, first.policies)  # what a section reads of the report
     used: dict[str, set[int]] = {}
     catalog = load_catalog()
     results: list[FileResult] = []
@@ -78,12 +83,32 @@ def review(
             internal.append(bug)
         result = replace(result, findings=judge.waive(result.findings, used, path))
         result = replace(result, config=cfg.path, judged_by=judge.policies, fail_on=judge.fail_on)
-        results.append(released(result) if lines_only else result)
+        if part is not None:
+            result, bug = _with_part(context, result, part, debug)
+            if bug is not None:
+                internal.append(bug)
+        elif lines_only:
+            result = released(result)
+        results.append(result)
     warnings = unused_waiver_warnings(judge_of, used, None if all_waivers else paths)
-    first = here or next(iter(judge_of.values()))
     report = Report(tuple(results), first.fail_on, first.policies, tuple(unreadable))
     errors = tuple(f"dpguard: error: {m}" for _, m in unreadable)
     return Reviewed(report, errors, warnings, tuple(internal))
+
+
+def _with_part(
+    context: Report, result: FileResult, part: Part, debug: bool
+) -> tuple[FileResult, str | None]:
+    """`result` released, with its section of the report rendered; a reporter's bug in it is
+    the file's D001 finding (whose section is rendered instead) and a message for stderr."""
+    try:
+        return released(replace(result, part=part(context, result))), None
+    except STOPS:
+        raise
+    except Exception as exc:
+        broken = crashed(result, exc)
+        bug = told("rendering", result.path, debug)
+    return released(replace(broken, part=part(context, broken))), bug
 
 
 def rendered(

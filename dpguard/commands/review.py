@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.discover import declares_manifest, expand
     from dpguard.exitcodes import ExitCode
     from dpguard.pipeline import LINES_ONLY, SHOWS_PLAN, rendered, review
-    from dpguard.reporters import render
+    from dpguard.reporters import PARTS, render
     from dpguard.reporters.output import deliver
     from dpguard.reporters.safe import diagnostic
 
@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         lines_only=args.format in LINES_ONLY,
         all_waivers=args.report_unused_waivers,
         debug=args.debug,
+        part=None if quiet else PARTS.get(args.format),
     )
     to_stdout = args.output is None or args.output == "-"
     color = to_stdout and _color(sys.stdout)  # never in a file

@@ -10,6 +10,7 @@ import importlib
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from dpguard.check import FileResult
 from dpguard.reporters.model import (
     REPORT_VERSION,
     Report,
@@ -46,6 +47,27 @@ RENDERERS: dict[str, Renderer] = {
     "markdown": _deferred("dpguard.reporters.markdown", "render_markdown_report"),
 }
 
+
+class Part(Protocol):
+    def __call__(self, report: Report, result: FileResult) -> str: ...
+
+
+def _deferred_part(module: str, name: str) -> Part:
+    def part(report: Report, result: FileResult) -> str:
+        fn: Part = getattr(importlib.import_module(module), name)
+        return fn(report, result)
+
+    return part
+
+
+# Formats whose section of a file needs its manifest and plan: review renders that section as
+# soon as the file is judged and keeps only the text (FileResult.part), so a batch's memory
+# stays flat however many files it has (the other formats print only what `released` keeps).
+PARTS: dict[str, Part] = {
+    "json": _deferred_part("dpguard.reporters.json_", "json_part"),
+    "markdown": _deferred_part("dpguard.reporters.markdown", "markdown_part"),
+}
+
 # JSON's dicts, for the callers that build on them; imported on first use
 _JSON = frozenset(("decision_dict", "plan_data", "report_dict"))
 
@@ -66,8 +88,10 @@ def formats() -> Sequence[str]:
 
 
 __all__ = [
+    "PARTS",
     "RENDERERS",
     "REPORT_VERSION",
+    "Part",
     "Renderer",
     "Report",
     "decision_dict",

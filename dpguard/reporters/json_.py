@@ -7,6 +7,7 @@ with every string escaped so that no line of it can be read as a CI workflow com
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from dpguard.check import FileResult
@@ -59,30 +60,61 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
+def file_dict(report: Report, r: FileResult) -> dict[str, Any]:
+    return {
+        "path": r.path,
+        "source_format": r.source_format,
+        "valid": not report.failed(r),
+        "findings": [finding_dict(f) for f in r.findings],
+        "manifest": r.manifest.to_dict() if r.manifest else None,
+        "extracted": plain(r.document) if r.document is not None else None,
+        "decision": decision_dict(r),
+        "plan": plan_data(r.plan, r.judged_by or report.policies),
+        "config": display(r.config) if r.config else None,
+        "policies": _sets(r.judged_by or report.policies),
+    }
+
+
 def report_dict(report: Report) -> dict[str, Any]:
+    """The whole report as data (an entry rendered early, `part`, is read back)."""
+    out = _head(report)
+    out["files"] = [
+        json.loads(r.part) if r.part is not None else file_dict(report, r) for r in report.results
+    ]
+    return out
+
+
+def _head(report: Report) -> dict[str, Any]:
     return {
         "version": REPORT_VERSION,
         "tool": dict(TOOL),
         "policies": policy_sets(report),
-        "files": [
-            {
-                "path": r.path,
-                "source_format": r.source_format,
-                "valid": not report.failed(r),
-                "findings": [finding_dict(f) for f in r.findings],
-                "manifest": r.manifest.to_dict() if r.manifest else None,
-                "extracted": plain(r.document) if r.document is not None else None,
-                "decision": decision_dict(r),
-                "plan": plan_data(r.plan, r.judged_by or report.policies),
-                "config": display(r.config) if r.config else None,
-                "policies": _sets(r.judged_by or report.policies),
-            }
-            for r in report.results
-        ],
+        "files": [],
         "unreadable": [{"path": path, "message": why} for path, why in report.unreadable],
         "summary": report.summary(),
     }
 
 
+def json_part(report: Report, r: FileResult) -> str:
+    """`r`'s entry of the report as render_json writes it (reporters.PARTS): json_text of the
+    entry alone, its lines shifted two levels in (the top object, its "files" list), as
+    json.dumps writes a nested value."""
+    return "    " + json_text(file_dict(report, r)).rstrip("\n").replace("\n", "\n    ")
+
+
+# Sorted keys put "files" first: the head's empty list is the first line after the brace.
+_EMPTY_FILES = '{\n  "files": [],\n'
+
+
 def render_json(report: Report, *, color: bool = False) -> str:
-    return json_text(report_dict(report))
+    """The report, its entries the json_parts (rendered while each file was judged, or now):
+    byte for byte what dumping the whole report at once gives."""
+    head = json_text(_head(report))
+    if not report.results:
+        return head
+    assert head.startswith(_EMPTY_FILES)
+    pieces = ['{\n  "files": [\n']
+    for i, r in enumerate(report.results):
+        pieces += [",\n" if i else "", r.part if r.part is not None else json_part(report, r)]
+    pieces += ["\n  ],\n", head[len(_EMPTY_FILES) :]]
+    return "".join(pieces)

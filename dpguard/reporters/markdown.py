@@ -73,9 +73,15 @@ def _manifest(report: Report, result: FileResult) -> list[str]:
     return lines
 
 
+def markdown_part(report: Report, result: FileResult) -> str:
+    """`result`'s section of the report (reporters.PARTS)."""
+    return "\n".join(_manifest(report, result))
+
+
 def render_markdown_report(report: Report, *, color: bool = False) -> str:
     lines = [MARKER, "## dpguard review", "", f"**{summary_line(report)}**"]
     for result in report.results:
-        lines += ["", *_manifest(report, result)]
+        part = result.part if result.part is not None else markdown_part(report, result)
+        lines += ["", part]
     lines += [line for text in policy_lines(report) for line in ("", f"<sub>{cell(text)}</sub>")]
     return "\n".join(lines) + "\n"

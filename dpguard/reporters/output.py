@@ -17,6 +17,7 @@ import os
 import stat
 import sys
 import tempfile
+from typing import TextIO
 
 from dpguard.errors import DpguardError
 
@@ -80,7 +81,7 @@ def write_atomic(path: str, text: str, what: str = "the report") -> None:
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+            _write(handle, text)
             handle.flush()
             os.fsync(handle.fileno())
         # Again at the last moment: a link or FIFO put there meanwhile is not replaced (what
@@ -114,7 +115,7 @@ def emit(text: str) -> None:
     if stdout is None:  # started with stdout closed (`>&-`)
         raise OutputError("cannot write the report to standard output: it is closed")
     try:
-        stdout.write(text)
+        _write(stdout, text)
         stdout.flush()
     except BrokenPipeError:
         drop_stdout()
@@ -123,6 +124,16 @@ def emit(text: str) -> None:
         raise OutputError(
             f"cannot write the report to standard output: {exc.strerror or exc}"
         ) from None
+
+
+_SLICE = 1 << 20
+
+
+def _write(stream: TextIO, text: str) -> None:
+    """`text` a mebibyte at a time: a text stream encodes what it is given at once, and a JSON
+    report of thousands of files would otherwise be held twice (as text and encoded)."""
+    for start in range(0, len(text), _SLICE):
+        stream.write(text[start : start + _SLICE])
 
 
 def drop_stdout() -> None:

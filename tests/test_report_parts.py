@@ -1,0 +1,70 @@
+"""JSON and Markdown reports render each file's section as soon as the file is judged and keep
+only that text (reporters.PARTS), so a batch's memory stays flat: the report must be byte for
+byte the one rendered from the whole results at the end."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpguard.check import FileResult
+from dpguard.pipeline import review
+from dpguard.reporters import PARTS, Report, render
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+from corpus import write_realistic  # noqa: E402
+
+TODAY = dt.date(2026, 11, 27)
+
+
+def corpus(tmp_path: Path) -> list[str]:
+    """The examples (one with errors), framework configs and published-run manifests as
+    written, and 60 realistic variants (infeasible plans and advisories among them)."""
+    files = sorted(str(p) for p in (REPO / "examples").glob("*.yaml"))
+    files += sorted(str(p) for p in (REPO / "tests" / "data" / "frameworks").glob("*.*"))
+    files += sorted(str(p) for p in (REPO / "tests" / "data" / "calibration").glob("*.yaml"))[:20]
+    files += [str(p) for p in write_realistic(tmp_path, 60)]
+    return [f for f in files if not f.endswith(".yaml") or "expected" not in f]
+
+
+@pytest.mark.parametrize("fmt", sorted(PARTS))
+def test_sections_rendered_early_are_the_report_rendered_late(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    monkeypatch.chdir(REPO)
+    files = corpus(tmp_path)
+    late = review(files, today=TODAY)
+    early = review(files, today=TODAY, part=PARTS[fmt])
+    assert all(
+        r.part is not None and r.plan is None and r.manifest is None for r in early.report.results
+    )
+    assert render(early.report, fmt) == render(late.report, fmt)
+    assert early.internal == late.internal == ()
+
+
+def test_a_bug_rendering_one_section_is_that_files_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)
+    files = [
+        str(REPO / "examples" / "small-dense.yaml"),
+        str(REPO / "examples" / "large-dense.yaml"),
+    ]
+
+    def part(report: Report, result: FileResult) -> str:
+        crashed = any(f.code == "D001" for f in result.findings)
+        if result.path.endswith("small-dense.yaml") and not crashed:
+            raise RuntimeError("a reporter bug")
+        return PARTS["json"](report, result)
+
+    reviewed = review(files, today=TODAY, part=part)
+    assert len(reviewed.internal) == 1 and "small-dense.yaml" in reviewed.internal[0]
+    small, large = reviewed.report.results
+    assert [f.code for f in small.findings] == ["D001"]
+    assert "D001" not in {f.code for f in large.findings}
+    assert json.loads(render(reviewed.report, "json"))["summary"]["files"] == 2
