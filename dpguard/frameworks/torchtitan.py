@@ -194,300 +194,337 @@ def flavors() -> dict[str, Any]:
 
 
 def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Position]) -> Extract:
-    found = Values()
-    put, values = found.put, found.values
-    notes: list[Note] = []
-
-    def find(*candidates: tuple[str, ...]) -> tuple[Any, Origin | None]:
-        """The first of (table, ..., key) the file sets, with where it is written."""
-        for keys in candidates:
-            node: Any = data
-            for part in keys:
-                node = node.get(part) if isinstance(node, dict) else None
-            if node is not None:
-                return node, Origin(path, where.get(keys, Position(1, 1)))
-        return None, None
-
-    def integer(*candidates: tuple[str, ...]) -> tuple[int | None, Origin | None]:
-        value, origin = find(*candidates)
-        if value is None:
-            return None, None
-        if isinstance(value, bool) or not isinstance(value, int):
-            assert origin is not None
-            notes.append(Note(origin, "F002", f"{candidates[0][-1]} is {value!r}, not an integer"))
-            return None, None
-        return value, origin
-
-    tp, tp_at = integer(
-        ("parallelism", "tensor_parallel_degree"), ("training", "tensor_parallel_degree")
-    )
-    pp, pp_at = integer(
-        ("parallelism", "pipeline_parallel_degree"), ("experimental", "pipeline_parallel_degree")
-    )
-    cp, cp_at = integer(
-        ("parallelism", "context_parallel_degree"), ("experimental", "context_parallel_degree")
-    )
-    ep, ep_at = integer(
-        ("parallelism", "expert_parallel_degree"), ("experimental", "expert_parallel_degree")
-    )
-    shard, shard_at = integer(
-        ("parallelism", "data_parallel_shard_degree"), ("training", "data_parallel_shard_degree")
-    )
-    replicate, _ = integer(
-        ("parallelism", "data_parallel_replicate_degree"),
-        ("training", "data_parallel_replicate_degree"),
-    )
-    tp, pp, cp = tp or 1, pp or 1, cp or 1
-    put("parallelism.tensor", tp, tp_at)
-    put("parallelism.pipeline", pp, pp_at)
-    if cp_at is not None:
-        put("parallelism.context", cp, cp_at)
-    if ep_at is not None:
-        put("parallelism.expert", ep, ep_at)
-    shard = -1 if shard is None else shard  # default: the ranks left over
-    replicate = replicate or 1
-    if shard > 0:  # parallel_dims.py: dp_replicate x dp_shard x cp x tp x pp == world size
-        put("cluster.gpus", replicate * shard * cp * tp * pp, shard_at)
-    put("training.zero_stage", 3 if shard != 1 else 0, shard_at or tp_at)
-
-    # the model: name and flavor select torchtitan's shape
-    name, name_at = find(("model", "name"))
-    flavor, flavor_at = find(("model", "flavor"))
-    family = flavors().get(str(name)) if name is not None else None
-    shape = (family or {}).get("flavors", {}).get(str(flavor)) if flavor is not None else None
-    if name is not None and shape is None:
-        known = ", ".join(sorted((family or {}).get("flavors", {}))) if family else ""
-        what = f"flavor {flavor!r} of {name!r}" if family else f"model {name!r}"
-        notes.append(
-            Note(
-                flavor_at or name_at or Origin(path, Position(1, 1)),
-                "F002",
-                f"{what} is not in dpguard's torchtitan flavor table"
-                + (f" (known: {known})" if known else "")
-                + ": write the shape under model: in a manifest with source:",
-            )
-        )
-    layers = None
-    if shape is not None:
-        at = flavor_at or name_at
-        for key, value in shape.items():
-            if key == "untie_embeddings":
-                put("model.untie_embeddings", value, at)
-            else:
-                put(f"model.{key}", value, at)
-        layers = shape.get("layers")
-
-    # batch: the local batch is per data-parallel rank; PP splits it into micro-batches
-    seq, seq_at = integer(("training", "seq_len"))
-    put("model.seq_len", seq, seq_at)
-    local, local_at = integer(("training", "local_batch_size"), ("training", "batch_size"))
-    local = 8 if local is None else local  # job_config.py default
-    gbs, gbs_at = integer(("training", "global_batch_size"))
-    steps, steps_at = integer(("training", "steps"))
-    micro: int | None = local
-    if pp > 1:
-        size, size_at = integer(("parallelism", "pipeline_parallel_microbatch_size"))
-        count, count_at = integer(("experimental", "pipeline_parallel_microbatches"))
-        if size is not None:
-            micro = size
-        elif count is not None and count > 0 and local % count == 0:
-            micro = local // count
-        elif size is None and "experimental" in data and count is None:
-            # 9dec370 pipelining_utils.py: n_microbatches defaults to the PP degree
-            micro = local // pp if local % pp == 0 else None
-        else:
-            micro = 1  # job_config.py: pipeline_parallel_microbatch_size defaults to 1
-        put("training.micro_batch_size", micro, size_at or count_at or local_at)
-    else:
-        put("training.micro_batch_size", local, local_at)
-    if gbs is not None and gbs > 0:
-        put("training.global_batch_size", gbs, gbs_at)
-    elif shard > 0:
-        dp = replicate * shard
-        put("training.global_batch_size", local * dp, local_at)
-    gbs_value = values.get("training.global_batch_size")
-    if steps and gbs_value and seq:
-        put("training.tokens", steps * gbs_value * seq, steps_at)
+    """The values of a parsed job config, section by section (_Reader)."""
+    r = _Reader(path, data, where)
+    pp, pp_at, shard, replicate = r.parallelism()
+    layers = r.model()
+    local, local_at, steps, steps_at = r.batch(pp, shard, replicate)
+    facts, stage_count = r.schedule(pp, pp_at, layers)
+    r.precision(local_at)
+    r.recompute(layers, stage_count)
+    r.loss(local_at)
+    r.all_to_all()
     # torchtitan runs the pipeline schedule once per local batch (pp_schedule.step()) and
     # accumulates GBS / (local x DP) of them per optimizer step; compose counts them (or the
     # global batch, when the ranks left over are known only with the GPU count:
     # DP = replicate x shard = GPUs / (CP x TP x PP), whatever the replicate degree)
-    deferred = (local, local_at or Origin(path, Position(1, 1)))
-
-    # schedule
-    schedule, schedule_at = find(
-        ("parallelism", "pipeline_parallel_schedule"),
-        ("experimental", "pipeline_parallel_schedule"),
+    return Extract(
+        "torchtitan",
+        path,
+        r.found.values,
+        r.found.origins,
+        tuple(r.notes),
+        facts,
+        replica_batch=(local, local_at or r.top),
+        steps=(steps, steps_at or r.top) if steps else None,
     )
-    facts: dict[str, Any] = {"framework.schedule_without_pipeline": None}
-    stage_count = 1  # pipeline stages in all (virtual ones included)
-    if schedule is not None and pp == 1:
-        facts["framework.schedule_without_pipeline"] = str(schedule)
-    if pp > 1:
-        name_ = str(schedule) if schedule is not None else "1F1B"
-        if name_ in SCHEDULES:
-            dp_name, per_rank = SCHEDULES[name_]
-            put("parallelism.schedule", dp_name, schedule_at or pp_at)
-            per_stage, per_stage_at = integer(("parallelism", "pipeline_parallel_layers_per_stage"))
-            first_less, first_at = integer(
-                ("parallelism", "pipeline_parallel_first_stage_less_layers")
+
+
+class _Reader:
+    """One job config's tables, the values read from them so far and the notes about them."""
+
+    def __init__(
+        self, path: str, data: dict[str, Any], where: dict[tuple[str, ...], Position]
+    ) -> None:
+        self.path, self.data, self.where = path, data, where
+        self.found = Values()
+        self.put = self.found.put
+        self.notes: list[Note] = []
+        self.top = Origin(path, Position(1, 1))
+
+    def find(self, *candidates: tuple[str, ...]) -> tuple[Any, Origin | None]:
+        """The first of (table, ..., key) the file sets, with where it is written."""
+        for keys in candidates:
+            node: Any = self.data
+            for part in keys:
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None:
+                return node, Origin(self.path, self.where.get(keys, Position(1, 1)))
+        return None, None
+
+    def integer(self, *candidates: tuple[str, ...]) -> tuple[int | None, Origin | None]:
+        value, origin = self.find(*candidates)
+        if value is None:
+            return None, None
+        if isinstance(value, bool) or not isinstance(value, int):
+            assert origin is not None
+            self.note(origin, f"{candidates[0][-1]} is {value!r}, not an integer")
+            return None, None
+        return value, origin
+
+    def note(self, at: Origin | None, message: str, severity: Severity | None = None) -> None:
+        origin = at or self.top
+        if severity is None:
+            self.notes.append(Note(origin, "F002", message))
+        else:
+            self.notes.append(Note(origin, "F002", message, severity))
+
+    def parallelism(self) -> tuple[int, Origin | None, int, int]:
+        """The degrees; (PP, where it is written, the shard and replicate degrees)."""
+        integer, put = self.integer, self.put
+        tp, tp_at = integer(
+            ("parallelism", "tensor_parallel_degree"), ("training", "tensor_parallel_degree")
+        )
+        pp, pp_at = integer(
+            ("parallelism", "pipeline_parallel_degree"),
+            ("experimental", "pipeline_parallel_degree"),
+        )
+        cp, cp_at = integer(
+            ("parallelism", "context_parallel_degree"),
+            ("experimental", "context_parallel_degree"),
+        )
+        ep, ep_at = integer(
+            ("parallelism", "expert_parallel_degree"), ("experimental", "expert_parallel_degree")
+        )
+        shard, shard_at = integer(
+            ("parallelism", "data_parallel_shard_degree"),
+            ("training", "data_parallel_shard_degree"),
+        )
+        replicate, _ = integer(
+            ("parallelism", "data_parallel_replicate_degree"),
+            ("training", "data_parallel_replicate_degree"),
+        )
+        tp, pp, cp = tp or 1, pp or 1, cp or 1
+        put("parallelism.tensor", tp, tp_at)
+        put("parallelism.pipeline", pp, pp_at)
+        if cp_at is not None:
+            put("parallelism.context", cp, cp_at)
+        if ep_at is not None:
+            put("parallelism.expert", ep, ep_at)
+        shard = -1 if shard is None else shard  # default: the ranks left over
+        replicate = replicate or 1
+        if shard > 0:  # parallel_dims.py: dp_replicate x dp_shard x cp x tp x pp == world size
+            put("cluster.gpus", replicate * shard * cp * tp * pp, shard_at)
+        put("training.zero_stage", 3 if shard != 1 else 0, shard_at or tp_at)
+        return pp, pp_at, shard, replicate
+
+    def model(self) -> int | None:
+        """The shape that name and flavor select in torchtitan's table; its layer count."""
+        name, name_at = self.find(("model", "name"))
+        flavor, flavor_at = self.find(("model", "flavor"))
+        family = flavors().get(str(name)) if name is not None else None
+        shape = (family or {}).get("flavors", {}).get(str(flavor)) if flavor is not None else None
+        if name is not None and shape is None:
+            known = ", ".join(sorted((family or {}).get("flavors", {}))) if family else ""
+            what = f"flavor {flavor!r} of {name!r}" if family else f"model {name!r}"
+            self.note(
+                flavor_at or name_at,
+                f"{what} is not in dpguard's torchtitan flavor table"
+                + (f" (known: {known})" if known else "")
+                + ": write the shape under model: in a manifest with source:",
             )
-            last_less, last_at = integer(
-                ("parallelism", "pipeline_parallel_last_stage_less_layers")
+        if shape is None:
+            return None
+        at = flavor_at or name_at
+        for key, value in shape.items():
+            self.put(
+                "model.untie_embeddings" if key == "untie_embeddings" else f"model.{key}", value, at
             )
-            weights = (
-                1 if first_less is None else first_less,
-                1 if last_less is None else last_less,
-            )
-            if per_stage and layers and dp_name == "interleaved-1f1b":
-                # pipeline_parallel.py: ceil((layers + first + last weights) / layers_per_stage)
-                stages = -(-(layers + sum(weights)) // per_stage)
-                if stages % pp == 0:
-                    per_rank = stages // pp
-            if per_rank > 1 and dp_name != "dualpipev":
-                put("parallelism.virtual_stages", per_rank, per_stage_at or schedule_at)
-            stage_count = pp * per_rank
-            if layers:
-                split, split_at = _split(find, layers, stage_count, weights, "experimental" in data)
-                put(
-                    "parallelism.stage_layers",
-                    split,
-                    split_at or first_at or last_at or per_stage_at or schedule_at or pp_at,
-                )
-        elif schedule_at is not None:
-            notes.append(
-                Note(
+        layers: int | None = shape.get("layers")
+        return layers
+
+    def batch(
+        self, pp: int, shard: int, replicate: int
+    ) -> tuple[int, Origin | None, int | None, Origin | None]:
+        """Sequence, micro-batch, global batch and tokens: the local batch is per data-parallel
+        rank and PP splits it into micro-batches. (local batch, where, steps, where)."""
+        integer, put = self.integer, self.put
+        seq, seq_at = integer(("training", "seq_len"))
+        put("model.seq_len", seq, seq_at)
+        local, local_at = integer(("training", "local_batch_size"), ("training", "batch_size"))
+        local = 8 if local is None else local  # job_config.py default
+        gbs, gbs_at = integer(("training", "global_batch_size"))
+        steps, steps_at = integer(("training", "steps"))
+        if pp > 1:
+            micro, micro_at = self._micro_batch(local, pp)
+            put("training.micro_batch_size", micro, micro_at or local_at)
+        else:
+            put("training.micro_batch_size", local, local_at)
+        if gbs is not None and gbs > 0:
+            put("training.global_batch_size", gbs, gbs_at)
+        elif shard > 0:
+            put("training.global_batch_size", local * replicate * shard, local_at)
+        gbs_value = self.found.values.get("training.global_batch_size")
+        if steps and gbs_value and seq:
+            put("training.tokens", steps * gbs_value * seq, steps_at)
+        return local, local_at, steps, steps_at
+
+    def _micro_batch(self, local: int, pp: int) -> tuple[int | None, Origin | None]:
+        size, size_at = self.integer(("parallelism", "pipeline_parallel_microbatch_size"))
+        count, count_at = self.integer(("experimental", "pipeline_parallel_microbatches"))
+        if size is not None:
+            return size, size_at
+        if count is not None and count > 0 and local % count == 0:
+            return local // count, count_at
+        if "experimental" in self.data and count is None:
+            # 9dec370 pipelining_utils.py: n_microbatches defaults to the PP degree
+            return (local // pp if local % pp == 0 else None), None
+        return 1, count_at  # job_config.py: pipeline_parallel_microbatch_size defaults to 1
+
+    def schedule(
+        self, pp: int, pp_at: Origin | None, layers: int | None
+    ) -> tuple[dict[str, Any], int]:
+        """The schedule, its virtual stages and each stage's layers; (facts, stages in all)."""
+        schedule, schedule_at = self.find(
+            ("parallelism", "pipeline_parallel_schedule"),
+            ("experimental", "pipeline_parallel_schedule"),
+        )
+        facts: dict[str, Any] = {"framework.schedule_without_pipeline": None}
+        if schedule is not None and pp == 1:
+            facts["framework.schedule_without_pipeline"] = str(schedule)
+        if pp == 1:
+            return facts, 1
+        name = str(schedule) if schedule is not None else "1F1B"
+        if name not in SCHEDULES:
+            if schedule_at is not None:
+                self.note(
                     schedule_at,
-                    "F002",
-                    f"schedule {name_!r} has no dpguard equivalent"
+                    f"schedule {name!r} has no dpguard equivalent"
                     + (
                         " (dpguard models gpipe, 1f1b, interleaved-1f1b, zb1p, dualpipe, dualpipev)"
-                        if name_ not in _UNMODELLED
+                        if name not in _UNMODELLED
                         else ""
                     )
                     + ": judged as a pipeline without a named schedule",
                     Severity.INFO,
                 )
+            return facts, 1
+        dp_name, per_rank = SCHEDULES[name]
+        self.put("parallelism.schedule", dp_name, schedule_at or pp_at)
+        integer = self.integer
+        per_stage, per_stage_at = integer(("parallelism", "pipeline_parallel_layers_per_stage"))
+        first_less, first_at = integer(("parallelism", "pipeline_parallel_first_stage_less_layers"))
+        last_less, last_at = integer(("parallelism", "pipeline_parallel_last_stage_less_layers"))
+        weights = (1 if first_less is None else first_less, 1 if last_less is None else last_less)
+        if per_stage and layers and dp_name == "interleaved-1f1b":
+            # pipeline_parallel.py: ceil((layers + first + last weights) / layers_per_stage)
+            stages = -(-(layers + sum(weights)) // per_stage)
+            if stages % pp == 0:
+                per_rank = stages // pp
+        if per_rank > 1 and dp_name != "dualpipev":
+            self.put("parallelism.virtual_stages", per_rank, per_stage_at or schedule_at)
+        stage_count = pp * per_rank
+        if layers:
+            split, split_at = _split(
+                self.find, layers, stage_count, weights, "experimental" in self.data
             )
+            self.put(
+                "parallelism.stage_layers",
+                split,
+                split_at or first_at or last_at or per_stage_at or schedule_at or pp_at,
+            )
+        return facts, stage_count
 
-    # AsyncTP overlaps the tensor-parallel collectives with the GEMMs (runtime.overlap.tp, read
-    # by the step-time model; torchtitan job_config.py enable_async_tensor_parallel)
-    async_tp, async_at = find(
-        ("parallelism", "enable_async_tensor_parallel"),
-        ("experimental", "enable_async_tensor_parallel"),
-    )
-    if async_tp is True:
-        put("runtime.overlap.tp", True, async_at)
-
-    # precision, recompute, loss, TP implementation, all-to-all
-    converters, converters_at = find(("model", "converters"))
-    float8, float8_at = find(("float8", "enable_float8_linear"))
-    if (
-        isinstance(converters, list) and any("float8" in str(c) for c in converters)
-    ) or float8 is True:
-        put("training.precision", "fp8", converters_at or float8_at)
-        gather, gather_at = find(
-            ("float8", "enable_fsdp_float8_all_gather"),
-            ("quantize", "linear", "float8", "enable_fsdp_float8_all_gather"),
+    def precision(self, local_at: Origin | None) -> None:
+        """Precision (Float8 converters or mixed_precision_param), AsyncTP and CPU offload."""
+        find, put = self.find, self.put
+        # AsyncTP overlaps the tensor-parallel collectives with the GEMMs (runtime.overlap.tp,
+        # read by the step-time model; torchtitan job_config.py enable_async_tensor_parallel)
+        async_tp, async_at = find(
+            ("parallelism", "enable_async_tensor_parallel"),
+            ("experimental", "enable_async_tensor_parallel"),
         )
-        if gather is True:
-            # FSDP all-gathers the Float8 linears' weights in FP8 and keeps no bf16 copy;
-            # torchao caches no transpose across micro-batches (it casts per GEMM)
-            put("runtime.fp8_param_gather", True, gather_at)
-    else:
-        param, param_at = find(("training", "mixed_precision_param"))
-        if param in (None, "bfloat16"):
-            put("training.precision", "bf16", param_at or local_at)
+        if async_tp is True:
+            put("runtime.overlap.tp", True, async_at)
+        converters, converters_at = find(("model", "converters"))
+        float8, float8_at = find(("float8", "enable_float8_linear"))
+        if (
+            isinstance(converters, list) and any("float8" in str(c) for c in converters)
+        ) or float8 is True:
+            put("training.precision", "fp8", converters_at or float8_at)
+            gather, gather_at = find(
+                ("float8", "enable_fsdp_float8_all_gather"),
+                ("quantize", "linear", "float8", "enable_fsdp_float8_all_gather"),
+            )
+            if gather is True:
+                # FSDP all-gathers the Float8 linears' weights in FP8 and keeps no bf16 copy;
+                # torchao caches no transpose across micro-batches (it casts per GEMM)
+                put("runtime.fp8_param_gather", True, gather_at)
         else:
-            notes.append(
-                Note(
-                    param_at or Origin(path, Position(1, 1)),
-                    "F002",
+            param, param_at = find(("training", "mixed_precision_param"))
+            if param in (None, "bfloat16"):
+                put("training.precision", "bf16", param_at or local_at)
+            else:
+                self.note(
+                    param_at,
                     f"mixed_precision_param {param!r}: dpguard models bf16, fp16 and fp8 only",
                 )
-            )
-    offload, offload_at = find(("training", "enable_cpu_offload"))
-    if offload is True:
-        # FSDP2's CPUOffloadPolicy keeps the sharded parameters, gradients and optimizer
-        # states in host memory and steps on the CPU; dpguard prices the optimizer states
-        # away and still counts the (sharded) weights and gradients: it errs large
-        put("training.optimizer_offload", 1.0, offload_at)
-    mode, mode_at = find(("activation_checkpoint", "mode"))
-    mode = "selective" if mode is None else str(mode)  # job_config.py default
-    option, option_at = find(("activation_checkpoint", "selective_ac_option"))
-    option = "2" if option is None else str(option)
-    if mode in ("none", "full"):
-        put("training.activation_recompute", mode, mode_at)
-    elif mode == "selective" and option == "op":
-        put("training.activation_recompute", "selective_op", option_at or mode_at)
-    elif mode == "selective" and (whole(option) or 0) >= 1 and layers:
-        # every k-th block fully checkpointed (activation_checkpoint.py _apply_layer_sac), the
-        # others keep everything: per stage, as many recomputed blocks as Megatron's block
-        # method recomputes with n // k layers (which ones does not change the memory)
-        every = whole(option) or 1
-        recomputed = -(-layers // stage_count) // every
-        if every == 1:
-            put("training.activation_recompute", "full", option_at or mode_at)
-        elif recomputed == 0:
-            put("training.activation_recompute", "none", option_at or mode_at)
-        else:
-            put("training.activation_recompute", "full", option_at or mode_at)
-            put("training.recompute_method", "block", option_at or mode_at)
-            put("training.recompute_num_layers", recomputed, option_at or mode_at)
-    elif mode == "selective":
-        # an interval the file does not give as a number, or no known layer count: judged as
-        # no recompute, so memory is overestimated, never under
-        put("training.activation_recompute", "none", option_at or mode_at)
-        notes.append(
-            Note(
-                option_at or mode_at or Origin(path, Position(1, 1)),
-                "F002",
+        offload, offload_at = find(("training", "enable_cpu_offload"))
+        if offload is True:
+            # FSDP2's CPUOffloadPolicy keeps the sharded parameters, gradients and optimizer
+            # states in host memory and steps on the CPU; dpguard prices the optimizer states
+            # away and still counts the (sharded) weights and gradients: it errs large
+            put("training.optimizer_offload", 1.0, offload_at)
+
+    def recompute(self, layers: int | None, stage_count: int) -> None:
+        """[activation_checkpoint] as the recompute policy dpguard prices."""
+        put = self.put
+        mode, mode_at = self.find(("activation_checkpoint", "mode"))
+        mode = "selective" if mode is None else str(mode)  # job_config.py default
+        option, option_at = self.find(("activation_checkpoint", "selective_ac_option"))
+        option = "2" if option is None else str(option)
+        at = option_at or mode_at
+        if mode in ("none", "full"):
+            put("training.activation_recompute", mode, mode_at)
+        elif mode == "selective" and option == "op":
+            put("training.activation_recompute", "selective_op", at)
+        elif mode == "selective" and (whole(option) or 0) >= 1 and layers:
+            # every k-th block fully checkpointed (activation_checkpoint.py _apply_layer_sac),
+            # the others keep everything: per stage, as many recomputed blocks as Megatron's
+            # block method recomputes with n // k layers (which ones does not change the memory)
+            every = whole(option) or 1
+            recomputed = -(-layers // stage_count) // every
+            if every == 1:
+                put("training.activation_recompute", "full", at)
+            elif recomputed == 0:
+                put("training.activation_recompute", "none", at)
+            else:
+                put("training.activation_recompute", "full", at)
+                put("training.recompute_method", "block", at)
+                put("training.recompute_num_layers", recomputed, at)
+        elif mode == "selective":
+            # an interval the file does not give as a number, or no known layer count: judged
+            # as no recompute, so memory is overestimated, never under
+            put("training.activation_recompute", "none", at)
+            self.note(
+                at,
                 f"selective_ac_option {option!r} is not a layer interval dpguard can place: "
                 "memory is judged as without recompute (an overestimate)",
                 Severity.INFO,
             )
-        )
-    else:
-        notes.append(
-            Note(
-                mode_at or Origin(path, Position(1, 1)),
-                "F002",
+        else:
+            self.note(
+                mode_at,
                 f"activation_checkpoint mode {mode!r} is not modelled: judged without recompute",
                 Severity.INFO,
             )
+            put("training.activation_recompute", "none", mode_at)
+
+    def loss(self, local_at: Origin | None) -> None:
+        """The loss is compiled with [compile] enable (components default to model and loss,
+        config/job_config.py) or, from April 2025 (loss.py build_cross_entropy_loss), with
+        [training] compile; the Dec-2024 layout compiled the blocks only."""
+        enable, enable_at = self.find(("compile", "enable"))
+        legacy_compile, legacy_at = self.find(("training", "compile"))
+        if enable is not None:
+            components, _ = self.find(("compile", "components"))
+            components = ["model", "loss"] if components is None else components
+            compiled = enable is True and isinstance(components, list) and "loss" in components
+        else:
+            compiled = legacy_compile is True and "experimental" not in self.data
+        self.put(
+            "runtime.cross_entropy",
+            "fused" if compiled else "unfused",
+            enable_at or legacy_at or local_at,
         )
-        put("training.activation_recompute", "none", mode_at)
-    # The loss is compiled with [compile] enable (components default to model and loss,
-    # config/job_config.py) or, from April 2025 (loss.py build_cross_entropy_loss), with
-    # [training] compile; the Dec-2024 layout compiled the blocks only.
-    enable, enable_at = find(("compile", "enable"))
-    legacy_compile, legacy_at = find(("training", "compile"))
-    if enable is not None:
-        components, _ = find(("compile", "components"))
-        components = ["model", "loss"] if components is None else components
-        loss_compiled = enable is True and isinstance(components, list) and "loss" in components
-    else:
-        loss_compiled = legacy_compile is True and "experimental" not in data
-    put(
-        "runtime.cross_entropy",
-        "fused" if loss_compiled else "unfused",
-        enable_at or legacy_at or local_at,
-    )
-    # DTensor TP and torch.distributed.pipelining are the torchtitan profile's traits
-    backend, backend_at = find(("parallelism", "expert_parallel_comm_backend"))
-    if backend is not None and values.get("model.architecture") == "moe":
-        put(
-            "communication.all_to_all_kernel",
-            {"deepep": "deepep"}.get(str(backend), "nccl"),
-            backend_at,
-        )
-    return Extract(
-        "torchtitan",
-        path,
-        values,
-        found.origins,
-        tuple(notes),
-        facts,
-        replica_batch=deferred,
-        steps=(steps, steps_at or Origin(path, Position(1, 1))) if steps else None,
-    )
+
+    def all_to_all(self) -> None:
+        """The expert all-to-all backend of an MoE (DTensor TP and torch.distributed.pipelining
+        are the torchtitan profile's traits, not read here)."""
+        backend, backend_at = self.find(("parallelism", "expert_parallel_comm_backend"))
+        if backend is not None and self.found.values.get("model.architecture") == "moe":
+            self.put(
+                "communication.all_to_all_kernel",
+                {"deepep": "deepep"}.get(str(backend), "nccl"),
+                backend_at,
+            )
