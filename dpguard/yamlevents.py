@@ -227,20 +227,7 @@ def fold(events: Any, name: str) -> SourceDoc:
             top.container.append(value)
             return
         if top.key is None:  # this value is a key
-            if not isinstance(value, str):
-                raise YamlLoadError("Y005", "mapping keys must be strings", where)
-            if len(value) > MAX_KEY:
-                raise YamlLoadError(
-                    "Y013", f"a key of {len(value):,} characters: the limit is {MAX_KEY}", where
-                )
-            if value in top.container:
-                first_path = (*top.path, value)
-                first = keys[first_path]
-                raise YamlLoadError(
-                    "Y005",
-                    f"duplicate key {value!r} (first defined at line {first.line})",
-                    where,
-                )
+            _check_key(value, top, keys, where)
             top.key, top.key_pos = value, where
             return
         path = (*top.path, top.key)
@@ -268,18 +255,8 @@ def fold(events: Any, name: str) -> SourceDoc:
                     "Y003", "more than one YAML document in the file: one document per file", where
                 )
         elif kind == "ScalarEvent":
-            if stack and isinstance(stack[-1].container, dict) and stack[-1].key is None:
-                _refuse_tag(event.tag, (_CORE + "str",), where)
-                value: Any = event.value  # keys are taken as written
-            elif event.tag == "!":  # the non-specific tag: a string, never resolved
-                value = event.value
-            elif event.tag:
-                _refuse_tag(event.tag, _SCALAR_TAGS, where)
-                value = _resolve_tagged(event.value, event.tag, where)
-            elif not event.style and event.implicit[0]:  # plain: None (ruamel) or "" (libyaml)
-                value = _resolve_plain(event.value, where)
-            else:
-                value = event.value
+            is_key = bool(stack) and isinstance(stack[-1].container, dict) and stack[-1].key is None
+            value = _scalar(event, is_key, where)
             if event.anchor:
                 anchors[event.anchor] = (value, 1)
             place(value, 1, where)
@@ -311,6 +288,37 @@ def fold(events: Any, name: str) -> SourceDoc:
             "Y004", f"the top level must be a mapping, not a {_kind(root)}", root_at
         )
     return SourceDoc(name=name, data=root, keys=keys, values=values)
+
+
+def _check_key(value: Any, top: _Frame, keys: dict[Path, Position], where: Position) -> None:
+    """A mapping key must be a string, not too long, and new in its mapping."""
+    if not isinstance(value, str):
+        raise YamlLoadError("Y005", "mapping keys must be strings", where)
+    if len(value) > MAX_KEY:
+        raise YamlLoadError(
+            "Y013", f"a key of {len(value):,} characters: the limit is {MAX_KEY}", where
+        )
+    if value in top.container:
+        first = keys[(*top.path, value)]
+        raise YamlLoadError(
+            "Y005", f"duplicate key {value!r} (first defined at line {first.line})", where
+        )
+
+
+def _scalar(event: Any, is_key: bool, where: Position) -> Any:
+    """A scalar event's value: keys as written, tagged scalars by their (allowed) tag, plain
+    scalars resolved as YAML 1.2's core schema does (_resolve_plain), quoted ones as text."""
+    if is_key:
+        _refuse_tag(event.tag, (_CORE + "str",), where)
+        return event.value
+    if event.tag == "!":  # the non-specific tag: a string, never resolved
+        return event.value
+    if event.tag:
+        _refuse_tag(event.tag, _SCALAR_TAGS, where)
+        return _resolve_tagged(event.value, event.tag, where)
+    if not event.style and event.implicit[0]:  # plain: None (ruamel) or "" (libyaml)
+        return _resolve_plain(event.value, where)
+    return event.value
 
 
 def _kind(value: Any) -> str:
