@@ -341,16 +341,18 @@ def _shipped_environment() -> Any:
 
 def _built_stamp() -> str:
     """The Jinja version and the digest of the shipped templates and of the sandbox that
-    compiles them (policy/templates.py: its code generator meters the compiled code) that the
-    compiled ones must match: a changed sandbox compiles them again, never runs them unmetered."""
+    compiles them (policy/templates.py and policy/sandbox.py: its code generator meters the
+    compiled code) that the compiled ones must match: a changed sandbox compiles them again,
+    never runs them unmetered."""
     import hashlib
     import inspect
 
     import jinja2
 
-    from dpguard.policy import templates
+    from dpguard.policy import sandbox, templates
 
     digest = hashlib.sha256(inspect.getsource(templates).encode())
+    digest.update(inspect.getsource(sandbox).encode())
     for name in sorted(_template_names()):
         digest.update(
             name.encode() + b"\0" + resources.read_text("dpguard.templates", name).encode()
