@@ -248,3 +248,14 @@ def test_the_node_fabric_defaults_to_pcie_where_nvlink_joins_fewer_gpus_than_the
     result = check_file(str(path), None, None, {})
     assert result.manifest is not None, result.findings
     assert result.manifest.cluster.interconnect.intra_node == expected
+
+
+def test_every_catalog_family_and_vendor_is_a_value_policies_may_test() -> None:
+    """A rule written `cluster.family: ada` must lint clean: the facts' domains name every
+    family and vendor the catalog has (else lint-policies rejects the value)."""
+    from dpguard.policy.facts import FACTS
+
+    catalog = load_catalog()
+    entries = [catalog.lookup(name) for name in catalog.ids()]
+    assert {e.family for e in entries if e} <= set(FACTS["cluster.family"].choices)
+    assert {e.vendor for e in entries if e} <= set(FACTS["cluster.vendor"].choices)

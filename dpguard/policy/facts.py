@@ -65,7 +65,7 @@ _SPECS = (
         "cluster.family",
         "str",
         "accelerator family",
-        ("ampere", "hopper", "blackwell", "cdna3", "gaudi", "custom"),
+        ("ampere", "ada", "hopper", "blackwell", "cdna3", "gaudi", "custom"),
         "cluster.accelerator",
     ),
     _f("cluster.memory_gb", "number", "memory per accelerator, GiB", anchor="cluster.accelerator"),
