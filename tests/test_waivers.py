@@ -76,9 +76,7 @@ def test_unused_waiver_warns_without_failing(
     write_waivers(repo, ADV001.format(expires="2026-02-01").replace("runs/", "other/"))
     code, _, err = review(capsys)
     assert code == 0
-    assert err == (
-        "waivers.yaml:4:5: warning unused waiver for ADV001 (match other/*.yaml)\n"
-    )
+    assert err == ("waivers.yaml:4:5: warning unused waiver for ADV001 (match other/*.yaml)\n")
 
 
 @pytest.mark.parametrize(
