@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from dpguard import compute, memory
 from dpguard.frameworks import profiles
-from dpguard.manifest import Manifest, Runtime, build_runtime, format_quantity
+from dpguard.manifest import Manifest, Model, Runtime, Training, build_runtime, format_quantity
 from dpguard.memo import PerSettings
 from dpguard.schedules import SCHEDULES, OpTimes, check, simulate
 from dpguard.schedules.inflight import inflight
@@ -74,7 +74,14 @@ def expert_tensor(tensor: int, expert: int, context: int, data: int) -> int:
 
 
 def architecture(manifest: Manifest) -> memory.Architecture:
-    m = manifest.model
+    return _architecture(manifest.model)
+
+
+# The sizing helpers below are pure functions of frozen values, remembered by them: the planner
+# sizes hundreds of layouts of one model per file, and building these values (each validated
+# in its __post_init__) cost more than many of the sums they feed.
+@lru_cache(maxsize=64)
+def _architecture(m: Model) -> memory.Architecture:
     return memory.Architecture(
         total_params=m.total_params,
         layers=m.layers,
@@ -103,8 +110,20 @@ def training_setup(
 ) -> memory.TrainingSetup:
     """The manifest's training settings under its runtime traits (or `runtime`, another
     profile's); `changes` override fields (the planner's levers)."""
-    t, r = manifest.training, runtime or manifest.runtime
-    setup = memory.TrainingSetup(
+    setup = _training_setup(manifest.training, runtime or manifest.runtime)
+    return _changed(setup, tuple(changes.items())) if changes else setup
+
+
+@lru_cache(maxsize=64)
+def _changed(
+    setup: memory.TrainingSetup, changes: tuple[tuple[str, Any], ...]
+) -> memory.TrainingSetup:
+    return replace(setup, **dict(changes))
+
+
+@lru_cache(maxsize=64)
+def _training_setup(t: Training, r: Runtime) -> memory.TrainingSetup:
+    return memory.TrainingSetup(
         precision=t.precision,  # type: ignore[arg-type]
         zero_stage=t.zero_stage,
         activation_recompute=t.activation_recompute,  # type: ignore[arg-type]
@@ -129,7 +148,6 @@ def training_setup(
         dtensor_tp=r.tensor_parallel_impl == "dtensor",
         pipeline_impl=r.pipeline_parallel_impl,  # type: ignore[arg-type]
     )
-    return replace(setup, **changes) if changes else setup
 
 
 def uncertainty(settings: Mapping[str, Any]) -> memory.Uncertainty:
@@ -299,6 +317,7 @@ def bubble(s: Strategy, settings: Mapping[str, Any]) -> Bubble | None:
     return Bubble(float(sum(r.idle) / (s.pipeline * longer)), float(longer), "extrapolated")
 
 
+@lru_cache(maxsize=1024)
 def pipeline_layout(s: Strategy) -> memory.PipelineLayout | None:
     """Stage placement and in-flight micro-batches of `s` from closed forms (no simulation;
     dpguard.schedules.inflight is checked against the simulator in its tests). None when the
@@ -325,19 +344,31 @@ def tensor_divides(manifest: Manifest, tensor: int) -> bool:
 
 
 def parallel_degrees(manifest: Manifest, s: Strategy) -> memory.ParallelDegrees:
-    dp = data_parallel(manifest, s)
+    # sequence parallelism as it resolves (unset: on with TP), which is all the memory model
+    # reads of it: the planner's SP lever then sizes a layout without TP as the one before it
+    written = manifest.training.sequence_parallel
+    sp = s.tensor > 1 if written is None else written
+    return _degrees(s.tensor, s.pipeline, s.expert, s.context, data_parallel(manifest, s), sp)
+
+
+@lru_cache(maxsize=1024)
+def _degrees(
+    tensor: int, pipeline: int, expert: int, context: int, dp: int, sequence_parallel: bool
+) -> memory.ParallelDegrees:
     return memory.ParallelDegrees(
-        tensor=s.tensor,
-        pipeline=s.pipeline,
+        tensor=tensor,
+        pipeline=pipeline,
         data=dp,
-        expert=s.expert,
-        context=s.context,
-        expert_tensor=expert_tensor(s.tensor, s.expert, s.context, dp),
-        sequence_parallel=manifest.training.sequence_parallel,
+        expert=expert,
+        context=context,
+        expert_tensor=expert_tensor(tensor, expert, context, dp),
+        sequence_parallel=sequence_parallel,
     )
 
 
-_SIZED: PerSettings[memory.MemoryEstimate | None] = PerSettings(1024)
+# About one entry per file (the verdict's; the search and the remedies read peaks), and each
+# key keeps its manifest's document alive: 256 files' worth, not 1,024 (peak memory).
+_SIZED: PerSettings[memory.MemoryEstimate | None] = PerSettings(256)
 
 
 def stage_memory(
@@ -366,6 +397,19 @@ def states_floor(manifest: Manifest, s: Strategy) -> float:
     return memory.states_floor(
         architecture(manifest), degrees, training_setup(manifest), s.pipeline, mirror
     )
+
+
+def stage_peak(
+    manifest: Manifest, s: Strategy, settings: Mapping[str, Any], training: memory.TrainingSetup
+) -> memory.Peak | None:
+    """`estimate_stages`' worst-rank total and largest model states (memory.peak), under
+    `training`: what the planner's search reads of a layout until one fits (None when the
+    schedule rejects the strategy)."""
+    layout = pipeline_layout(s)
+    if layout is None:
+        return None
+    degrees, band = parallel_degrees(manifest, s), uncertainty(settings)
+    return memory.peak(architecture(manifest), degrees, training, layout, band)
 
 
 def estimate_stages(
@@ -519,8 +563,9 @@ def _priced(
     if (s.tensor * s.context * dp) % s.expert or gbs % (mbs * dp * steps):
         return None
     strategy = replace(s, microbatches=gbs // (mbs * dp * steps))
-    estimate = stage_memory(manifest, strategy, settings, training_setup(manifest, **changes))
-    return None if estimate is None else estimate.worst.total / GIB
+    # only the worst rank's bytes are read: the peak, not the whole estimate
+    peak = stage_peak(manifest, strategy, settings, training_setup(manifest, **changes))
+    return None if peak is None else peak.total / GIB
 
 
 def memory_floor(manifest: Manifest) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 from itertools import accumulate
 from typing import NamedTuple
 
@@ -109,7 +110,13 @@ class RankMemory(NamedTuple):
 
     @property
     def total(self) -> float:
-        return self.states + self.activations + self.other
+        # states + activations + other, summed in that order (inlined: the planner reads it
+        # for every rank of every layout it sizes)
+        return (
+            (self.weights + self.gradients + self.optimizer + self.replica)
+            + self.activations
+            + self.other
+        )
 
     @property
     def states(self) -> float:
@@ -143,7 +150,14 @@ class MemoryEstimate(NamedTuple):
 
     @property
     def worst(self) -> RankMemory:
-        return max(self.ranks, key=lambda r: (r.total, -r.rank))
+        """The rank with the most bytes in total, the lowest such rank on a tie."""
+        totals = [r.total for r in self.ranks]
+        most = max(totals)
+        return min((r for r, t in zip(self.ranks, totals, strict=True) if t == most), key=_rank_of)
+
+
+def _rank_of(r: RankMemory) -> int:
+    return r.rank
 
 
 def output_bytes(
@@ -227,35 +241,32 @@ class _Sharded(NamedTuple):
 
 
 def _sharded_states(
-    parallel: ParallelDegrees, training: TrainingSetup, pipeline: PipelineLayout
+    parallel: ParallelDegrees, training: TrainingSetup, ranks: int, microbatches: int
 ) -> _Sharded:
     """Model-state bytes per parameter under ZeRO over data x context (dense) and the expert
     data-parallel group, as FSDP holds them across a step's micro-batches."""
-    sharding = training
-    fsdp_pipe = training.zero_stage >= 3 and pipeline.ranks > 1
-    if fsdp_pipe:
-        # FSDP under pipeline parallelism keeps parameters gathered and gradients unsharded
-        # across the micro-batches of a step (torchtitan's default reshard policy with PP;
-        # DeepSpeed refuses ZeRO-3 with PP): only the optimizer stays sharded.
-        sharding = replace(training, zero_stage=1)
+    fsdp_pipe = training.zero_stage >= 3 and ranks > 1
+    # FSDP under pipeline parallelism keeps parameters gathered and gradients unsharded
+    # across the micro-batches of a step (torchtitan's default reshard policy with PP;
+    # DeepSpeed refuses ZeRO-3 with PP): only the optimizer stays sharded.
+    zero = 1 if fsdp_pipe else training.zero_stage
     dense_degree = parallel.data * parallel.context
-    per_dense = sharded_bytes(sharding, dense_degree)
-    per_expert = sharded_bytes(sharding, parallel.expert_data)
+    per_dense = sharded_bytes(training, dense_degree, zero)
+    per_expert = sharded_bytes(training, parallel.expert_data, zero)
     deferred = (
         training.deferred_grad_sync
         and training.zero_stage >= 2
         and not fsdp_pipe
-        and pipeline.microbatches > 1
+        and microbatches > 1
     )
     if deferred:
         # FSDP2 with set_requires_gradient_sync(False) (_fsdp_param_group.py post_backward,
         # _fsdp_param.py to_accumulated_grad_if_needed) keeps each parameter's unsharded
         # gradient, cast to the reduce dtype, from the first backward pass of a step to the
         # last: the gradients are not sharded, the weights and optimizer states still are
-        whole = replace(training, zero_stage=1)
-        per_dense = per_dense._replace(gradients=sharded_bytes(whole, dense_degree).gradients)
+        per_dense = per_dense._replace(gradients=sharded_bytes(training, dense_degree, 1).gradients)
         per_expert = per_expert._replace(
-            gradients=sharded_bytes(whole, parallel.expert_data).gradients
+            gradients=sharded_bytes(training, parallel.expert_data, 1).gradients
         )
     # torch FSDP2 reduce-scatters into gradients it allocates on its reduce-scatter stream
     # (_fsdp_collectives.py foreach_reduce), and the caching allocator hands a freed block
@@ -285,14 +296,17 @@ def states_floor(
     bound. `mirror`: DualPipe, whose ranks hold every stage twice over."""
     layout = layer_params(arch)
     dense, expert = _stage_params(arch, layout, range(arch.layers), True, True, 1)
-    one_step = PipelineLayout(ranks, ranks, tuple(range(ranks)), (1,) * ranks)
-    per_dense, per_expert, _, _ = _sharded_states(parallel, training, one_step)
+    per_dense, per_expert, _, _ = _sharded_states(parallel, training, ranks, 1)
     total = dense / parallel.tensor * sum(per_dense)
     total += expert / (parallel.expert * parallel.etp) * sum(per_expert)
     copies = 2 if mirror else 1
     return copies * total / ranks * (1 - 1e-9)  # below the exact sums' rounding
 
 
+# Remembered by every input (all frozen): a review sizes the same layout of the same model
+# under the same setup again and again, within a file (the planner's passes, the verdict, its
+# remedies) and across files that differ only in what memory does not read (a batch's variants).
+@lru_cache(maxsize=1024)
 def estimate(
     arch: Architecture,
     parallel: ParallelDegrees,
@@ -301,12 +315,97 @@ def estimate(
     uncertainty: Uncertainty = DEFAULT_UNCERTAINTY,
 ) -> MemoryEstimate:
     """Memory of one GPU of every pipeline rank (see the module docstring)."""
-    layout = layer_params(arch)
-    per_dense, per_expert, side_dense, side_expert = _sharded_states(parallel, training, pipeline)
-    stages = stage_layers(
-        arch.layers, pipeline.stages, pipeline.lead, pipeline.tail, pipeline.counts
+    stages, shared = _prepare(arch, parallel, training, pipeline)
+    ranks = _ranks(stages, pipeline, training, parallel.tensor, shared, uncertainty, True)
+    return MemoryEstimate(tuple(ranks.ranks), _assumptions(arch, parallel, training, pipeline))
+
+
+class Peak(NamedTuple):
+    """What the planner's search reads of an estimate that may not fit: the worst rank's
+    bytes (MemoryEstimate.worst.total) and the most model-state bytes any rank holds."""
+
+    total: float
+    states: float
+
+
+@lru_cache(maxsize=1024)
+def peak(
+    arch: Architecture,
+    parallel: ParallelDegrees,
+    training: TrainingSetup,
+    pipeline: PipelineLayout,
+    uncertainty: Uncertainty = DEFAULT_UNCERTAINTY,
+) -> Peak:
+    """`estimate`'s worst total and largest states, the same bytes, without its bands, its
+    per-rank records and its assumptions: the search sizes most layouts only to find that
+    they do not fit, and builds the whole estimate for those that do."""
+    stages, shared = _prepare(arch, parallel, training, pipeline)
+    only = _contenders(arch, training, pipeline)
+    ranks = _ranks(stages, pipeline, training, parallel.tensor, shared, uncertainty, False, only)
+    return Peak(max(ranks.totals), max(ranks.states))
+
+
+def _contenders(
+    arch: Architecture, training: TrainingSetup, pipeline: PipelineLayout
+) -> Sequence[int]:
+    """The ranks among which the worst total and the largest states lie, for `peak`. Ranks
+    holding the same kinds of stage (`_split`) differ only in their in-flight micro-batches,
+    and every byte `_ranks` adds for them grows with those (each term a sum of non-negative
+    parts, every float operation monotone), so of each such group the rank with the most in
+    flight is enough: a deep 1F1B pipeline is two or three ranks, not 64. All ranks where a
+    rank's bytes depend on more than that: ZB-H1's deferred weight passes (by rank), the
+    block method's activations (by stage), fp16's step phase (a max that can shrink as the
+    activations grow). tests/test_memory_peak.py holds `peak` to `estimate`."""
+    block = training.activation_recompute == "full" and training.recompute_method == "block"
+    deferred = pipeline.deferred_w and not training.activation_offload
+    if block or deferred or step_copy_bytes(training):
+        return range(pipeline.ranks)
+    split = _split(
+        arch.layers,
+        arch.dense_layers if arch.moe else None,
+        pipeline.stages,
+        pipeline.lead,
+        pipeline.tail,
+        pipeline.counts,
     )
-    last_stage = pipeline.stages - 1
+    return _representatives(
+        split.kinds,
+        pipeline.stage_ranks,
+        pipeline.mirror,
+        pipeline.inflight,
+        training.pipeline_impl == "torch",
+    )
+
+
+@lru_cache(maxsize=1024)
+def _representatives(
+    kinds: tuple[int, ...],
+    stage_ranks: tuple[int, ...],
+    mirror: bool,
+    inflight: tuple[int, ...],
+    torch: bool,
+) -> tuple[int, ...]:
+    """`_contenders` for a layout's shape: of the ranks holding the same kinds of stage, the
+    first with the most micro-batches in flight. Under torch's pipelining a rank whose stages
+    receive more inputs than they send outputs keeps fewer buffers the more it has in flight
+    (`_buffers`): such ranks (only the last stage's, whose kinds no other rank shares) stay."""
+    best: dict[tuple[int, ...], int] = {}
+    kept = []
+    holdings = _holdings(stage_ranks, len(inflight), len(kinds), mirror)
+    for r, holding in enumerate(holdings):
+        if torch and holding.later > holding.earlier:
+            kept.append(r)
+            continue
+        key = tuple(kinds[s] for s in holding.held)
+        if key not in best or inflight[r] > inflight[best[key]]:
+            best[key] = r
+    return tuple(sorted([*kept, *best.values()]))
+
+
+def _prepare(
+    arch: Architecture, parallel: ParallelDegrees, training: TrainingSetup, pipeline: PipelineLayout
+) -> tuple[list[_Stage], _Shared]:
+    """Every stage's numbers and what every rank adds alike, for `_ranks`."""
     tokens = arch.seq_len / parallel.context * training.micro_batch_size
     logits = output_bytes(arch, parallel, training, tokens)
     if training.pipeline_impl == "torch" and pipeline.ranks > 1:
@@ -325,24 +424,100 @@ def estimate(
     kept = act  # a layer that full recompute's block method leaves out keeps everything
     group = 1  # layers recomputed together
     if training.activation_recompute in ("full", "selective_op"):
-        no = replace(training, activation_recompute="none")
+        no = _without_recompute(training)
         kept = {m: layer_activation_bytes(arch, m, parallel, no) for m in act}
         if training.activation_recompute == "full" and training.recompute_method == "uniform":
             group = training.recompute_num_layers
         # One group's recomputed activations while it runs its backward (its input is kept).
         working = max(group * kept[m] - act[m] for m in act)
-    block = training.activation_recompute == "full" and training.recompute_method == "block"
-    mtp_act = arch.mtp_layers * act[arch.moe]
+    stages = _stages(arch, parallel, training, pipeline, _Acts(act, kept, group))
+    if arch.dropout:
+        # The embedding runs outside the recomputed blocks (Megatron-core's
+        # LanguageModelEmbedding, DeepSpeed PipelineModule._is_checkpointable): its dropout
+        # keeps a 1 B mask per element for each micro-batch in flight (Megatron-LM
+        # theoretical_memory_usage.py, 'Dropout in embedding layer'): half a bf16 boundary.
+        stages[0] = stages[0]._replace(act=stages[0].act + boundary / 2)
+    shared = _Shared(
+        working,
+        arch.mtp_layers * act[arch.moe],
+        logits,
+        boundary,
+        _gather_bytes(arch, parallel, training, pipeline),
+        # DeepSpeed 0.6.2-0.14.0's pipeline engine all-reduces BF16_Optimizer's flat fp32
+        # gradients through a bf16 copy of the whole buffer (pipe/engine.py _bf16_reduce_grads
+        # -> engine.py allreduce_bucket, communication_data_type bf16): 2 B per parameter after
+        # the last backward pass. No activation segment is that large, so the caching allocator
+        # maps a new one and keeps it reserved beside the activations' (what nvidia-smi and
+        # max_memory_reserved show); under memory pressure it frees its cache first, so only
+        # the larger phase is certain.
+        2.0 if _bf16_pipe_reduce(training, pipeline.ranks) else 0.0,
+    )
+    return stages, shared
 
+
+@lru_cache(maxsize=64)
+def _without_recompute(training: TrainingSetup) -> TrainingSetup:
+    """`training` keeping every activation (what a layer holds while it is recomputed);
+    remembered: the planner sizes hundreds of layouts with one setup."""
+    return replace(training, activation_recompute="none")
+
+
+class _Acts(NamedTuple):
+    """One micro-batch's activations per layer (keyed by `moe`): as the recompute policy keeps
+    them, as a layer keeps them when nothing is recomputed, and the layers recomputed together."""
+
+    act: dict[bool, float]
+    kept: dict[bool, float]
+    group: int
+
+
+class _Stage(NamedTuple):
+    """One pipeline stage as its ranks add it up: its states on one GPU, its layers, one
+    micro-batch's activations through it, and what its deferred weight passes keep (ZB-H1)."""
+
+    states: _StageStates
+    layers: int
+    act: float
+    wgrad: float
+
+
+def _stages(
+    arch: Architecture,
+    parallel: ParallelDegrees,
+    training: TrainingSetup,
+    pipeline: PipelineLayout,
+    acts: _Acts,
+) -> list[_Stage]:
+    """Every stage's states, layers and activations, each computed once per kind of stage
+    (its size, its MoE layers, first or last): a deep pipeline has 64 stages and two or three
+    kinds, and the planner sizes hundreds of layouts."""
+    layout = layer_params(arch)
+    per_dense, per_expert, side_dense, side_expert = _sharded_states(
+        parallel, training, pipeline.ranks, pipeline.microbatches
+    )
+    split = _split(
+        arch.layers,
+        arch.dense_layers if arch.moe else None,
+        pipeline.stages,
+        pipeline.lead,
+        pipeline.tail,
+        pipeline.counts,
+    )
+    ranges = split.ranges
+    last_stage = pipeline.stages - 1
     # the step's gradient copy is sharded like the optimizer states (ZeRO 1 and up)
     copy = step_copy_bytes(training)
-    dense_degree = parallel.data * parallel.context
-    copy_dense = copy / dense_degree if training.zero_stage >= 1 else copy
+    copy_dense = copy / (parallel.data * parallel.context) if training.zero_stage >= 1 else copy
     copy_expert = copy / parallel.expert_data if training.zero_stage >= 1 else copy
+    act, kept, group = acts
+    block = training.activation_recompute == "full" and training.recompute_method == "block"
+    wgrad: dict[bool, float] = {}
+    if pipeline.deferred_w and not training.activation_offload:
+        wgrad = {m: layer_wgrad_bytes(arch, m, parallel, training) for m in act}
 
     def states(stage: int) -> _StageStates:
         dense, expert = _stage_params(
-            arch, layout, stages[stage], stage == 0, stage == last_stage, pipeline.ranks
+            arch, layout, ranges[stage], stage == 0, stage == last_stage, pipeline.ranks
         )
         dense /= parallel.tensor
         expert /= parallel.expert * parallel.etp
@@ -354,16 +529,6 @@ def estimate(
             dense * side_dense + expert * side_expert,
             dense * copy_dense + expert * copy_expert,
         )
-
-    # stages of the same size and kind hold the same states: sized once per kind (a deep
-    # pipeline has 64 stages and two or three kinds)
-    kinds: dict[tuple[int, int, bool, bool], _StageStates] = {}
-    stage_states = []
-    for stage, layers in enumerate(stages):
-        kind = (len(layers), arch.moe_layers_in(layers), stage == 0, stage == last_stage)
-        if kind not in kinds:
-            kinds[kind] = states(stage)
-        stage_states.append(kinds[kind])
 
     def by_kind(per_layer: dict[bool, float], layers: range) -> float:
         """`per_layer` bytes (keyed by `moe`) summed over `layers`."""
@@ -378,88 +543,147 @@ def estimate(
             return -(-len(layers) // group) * act[False]
         return by_kind(act, layers)
 
-    # per stage once: a rank sums over the stages it holds (the planner sizes hundreds of
-    # layouts of up to 64 ranks, so the per-rank loop is what it pays for)
-    stage_acts = [stage_act(layers) for layers in stages]
-    stage_wgrads: list[float] = []
-    if pipeline.deferred_w and not training.activation_offload:
-        from dpguard.schedules.inflight import zb1p_peak  # as sizing.pipeline_layout does
+    kinds = [
+        _Stage(
+            states(first),
+            len(ranges[first]),
+            stage_act(ranges[first]),
+            by_kind(wgrad, ranges[first]) if wgrad else 0.0,
+        )
+        for first in split.firsts
+    ]
+    if block:  # the block method's activations depend on where the stage starts
+        return [
+            kinds[k]._replace(act=stage_act(r)) for k, r in zip(split.kinds, ranges, strict=True)
+        ]
+    return [kinds[k] for k in split.kinds]
 
-        wgrad = {m: layer_wgrad_bytes(arch, m, parallel, training) for m in act}
-        stage_wgrads = [by_kind(wgrad, layers) for layers in stages]
-    if arch.dropout:
-        # The embedding runs outside the recomputed blocks (Megatron-core's
-        # LanguageModelEmbedding, DeepSpeed PipelineModule._is_checkpointable): its dropout
-        # keeps a 1 B mask per element for each micro-batch in flight (Megatron-LM
-        # theoretical_memory_usage.py, 'Dropout in embedding layer'): half a bf16 boundary.
-        stage_acts[0] += boundary / 2
 
-    # DeepSpeed 0.6.2-0.14.0's pipeline engine all-reduces BF16_Optimizer's flat fp32 gradients
-    # through a bf16 copy of the whole buffer (pipe/engine.py _bf16_reduce_grads -> engine.py
-    # allreduce_bucket, communication_data_type bf16): 2 B per parameter after the last backward
-    # pass. No activation segment is that large, so the caching allocator maps a new one and
-    # keeps it reserved beside the activations' (what nvidia-smi and max_memory_reserved show);
-    # under memory pressure it frees its cache first, so only the larger phase is certain.
-    reduce_copy_bytes = 2.0 if _bf16_pipe_reduce(training, pipeline.ranks) else 0.0
-    gather = 0.0
-    if training.zero_stage >= 3:
-        # FSDP's per-layer collectives (one layer's parameters, / TP; torch FSDP2
-        # _fsdp_collectives.py): the all-gather fills a flat buffer on its own stream for the
-        # layer and the prefetched next one. Without pipeline parallelism the reduce-scatter
-        # also copies the layer's gradients into a flat buffer in the reduce dtype, held
-        # until the next layer's is issued, and the layer's bf16 gradients exist until that
-        # copy. Under it the weights stay gathered and the gradients accumulate unsharded
-        # (both priced as states), and torch's pipelining reduces them after the last
-        # backward pass (stage.py backward_maybe_with_nosync), once the activations are gone.
-        per_param = 2 * state_bytes(training).weights
-        if pipeline.ranks == 1:
-            per_param += training.grad_bytes + 2.0
-        layer = max(layout.dense_layer.dense, layout.moe_layer.dense) / parallel.tensor
-        gather = per_param * layer
+class _Split(NamedTuple):
+    """A pipeline's stages (`stage_layers`) as kinds: stages of the same size, MoE layers and
+    place (first, last) hold the same states and activations, so each kind is sized once."""
+
+    ranges: tuple[range, ...]
+    kinds: tuple[int, ...]  # each stage's kind
+    firsts: tuple[int, ...]  # each kind's first stage
+
+
+@lru_cache(maxsize=256)
+def _split(
+    layers: int,
+    moe_from: int | None,
+    stages: int,
+    lead: int,
+    tail: int,
+    counts: tuple[int, ...],
+) -> _Split:
+    """`stage_layers` by kind; `moe_from`: the first MoE layer (Architecture.dense_layers),
+    None for a dense model. Remembered: the planner sizes each split many times over."""
+    ranges = tuple(stage_layers(layers, stages, lead, tail, counts))
+    index: dict[tuple[int, int, bool, bool], int] = {}
+    kinds: list[int] = []
+    firsts: list[int] = []
+    for stage, r in enumerate(ranges):
+        moe = 0 if moe_from is None else max(0, r.stop - max(r.start, moe_from))
+        kind = (len(r), moe, stage == 0, stage == stages - 1)
+        if kind not in index:
+            index[kind] = len(firsts)
+            firsts.append(stage)
+        kinds.append(index[kind])
+    return _Split(ranges, tuple(kinds), tuple(firsts))
+
+
+class _Shared(NamedTuple):
+    """What every rank of one estimate adds alike (`_ranks`)."""
+
+    working: float  # one recomputed group's activations while it runs its backward
+    mtp_act: float  # the MTP layers' activations (last stage)
+    logits: float  # the loss's peak (last stage)
+    boundary: float  # one micro-batch's stage input or output
+    gather: float  # FSDP's per-layer gather buffers
+    reduce_copy_bytes: float  # bytes per parameter of DeepSpeed's bf16 gradient copy
+
+
+def _gather_bytes(
+    arch: Architecture, parallel: ParallelDegrees, training: TrainingSetup, pipe: PipelineLayout
+) -> float:
+    """FSDP's per-layer collectives (one layer's parameters, / TP; torch FSDP2
+    _fsdp_collectives.py): the all-gather fills a flat buffer on its own stream for the layer
+    and the prefetched next one. Without pipeline parallelism the reduce-scatter also copies
+    the layer's gradients into a flat buffer in the reduce dtype, held until the next layer's
+    is issued, and the layer's bf16 gradients exist until that copy. Under it the weights stay
+    gathered and the gradients accumulate unsharded (both priced as states), and torch's
+    pipelining reduces them after the last backward pass (stage.py backward_maybe_with_nosync),
+    once the activations are gone. None below ZeRO-3."""
+    if training.zero_stage < 3:
+        return 0.0
+    layout = layer_params(arch)
+    per_param = 2 * state_bytes(training).weights
+    if pipe.ranks == 1:
+        per_param += training.grad_bytes + 2.0
+    layer = max(layout.dense_layer.dense, layout.moe_layer.dense) / parallel.tensor
+    return per_param * layer
+
+
+def _ranks(
+    stages: list[_Stage],
+    pipeline: PipelineLayout,
+    training: TrainingSetup,
+    tensor: int,
+    shared: _Shared,
+    uncertainty: Uncertainty,
+    full: bool,
+    only: Sequence[int] | None = None,
+) -> _Computed:
+    """Each rank's memory from the stages it holds, its whole record only when `full`: the
+    planner sizes hundreds of layouts of up to 64 ranks, so this loop is what it pays for
+    (per-stage numbers and who holds what come precomputed; each sum keeps its order, so the
+    bytes are those of a plain rank-by-rank sum). `only`: those ranks alone (`_contenders`)."""
+    from dpguard.schedules.inflight import zb1p_peak  # as sizing.pipeline_layout does
+
+    deferred = pipeline.deferred_w and not training.activation_offload
+    working, mtp_act, logits, boundary, gather, reduce_copy_bytes = shared
     s_lo, s_hi = uncertainty.states
     a_lo, a_hi = uncertainty.activations
     overhead = uncertainty.overhead_gib * GIB
-    ranks: list[RankMemory] = []
-    by_rank: list[list[int]] = [[] for _ in range(pipeline.ranks)]
-    for stage, rank in enumerate(pipeline.stage_ranks):
-        by_rank[rank].append(stage)
-    for r in range(pipeline.ranks):
-        own = by_rank[r]
-        held = list(own)
-        mine = (
-            stage_states[own[0]] if len(own) == 1 else _sum_states([stage_states[s] for s in own])
-        )
-        w, g, o = mine.weights, mine.gradients, mine.optimizer
-        replica = 0.0
-        if pipeline.mirror:  # DualPipe: rank r also runs stage P-1-r of the other direction
-            mirrored = stage_states[pipeline.stages - 1 - r]
-            replica = mirrored.weights + mirrored.gradients + mirrored.optimizer
-            held.append(pipeline.stages - 1 - r)
-            mine = _sum_states([mine, mirrored])
-        layer_count = sum(len(stages[s]) for s in held)
-        units = pipeline.inflight[r]
-        if training.activation_offload:
+    impl, microbatches = training.pipeline_impl, pipeline.microbatches
+    inflight, offload, mirror = pipeline.inflight, training.activation_offload, pipeline.mirror
+    holdings = _holdings(pipeline.stage_ranks, pipeline.ranks, pipeline.stages, mirror)
+    out = _Computed([], [], [])
+    totals, states = out.totals, out.states
+    for r in range(len(holdings)) if only is None else only:
+        own, held, has_last, later, earlier = holdings[r]
+        if len(held) == 1:  # one stage per rank (1F1B, ZB-H1, GPipe)
+            stage = stages[held[0]]
+            mine, replica, layer_count, acts = stage.states, 0.0, stage.layers, stage.act
+            w, g, o = mine.weights, mine.gradients, mine.optimizer
+        else:
+            mine, (w, g, o), replica, layer_count, acts = _several(stages, own, held, mirror)
+        units = inflight[r]
+        if offload:
             # Kimi K2 §2.4.3: the micro-batch being computed and the one being prefetched stay
             # on the GPU; the other in-flight activations wait in host memory.
             units = min(units, 2)
         # Each in-flight unit is one micro-batch through one of the rank's stages: the rank's
         # layers per stage, at the rank's average bytes per layer.
-        activations = units * sum(stage_acts[s] for s in held) / len(held)
-        if stage_wgrads:  # ZB-H1 (one stage per rank): its deferred weight passes
+        activations = units * acts / len(held)
+        if deferred:  # ZB-H1 (one stage per rank): its deferred weight passes
             activations = zb1p_peak(
-                pipeline.ranks, r, pipeline.microbatches, activations / units, stage_wgrads[own[0]]
+                pipeline.ranks, r, microbatches, activations / units, stages[own[0]].wgrad
             )
         activations += working if layer_count else 0.0
         loss = 0.0
-        if last_stage in held:
+        if has_last:
             loss = logits
             activations += mtp_act  # MTP layers: one micro-batch on the last stage
-        buffers = boundary * _runtime_buffers(
-            training.pipeline_impl, held, last_stage, units, pipeline.microbatches, parallel.tensor
+        buffers = (
+            0.0  # Megatron-core keeps none (`_runtime_buffers`)
+            if impl == "megatron"
+            else boundary * _buffers(impl, later, earlier, len(held), units, microbatches, tensor)
         )
         reduce_copy = reduce_copy_bytes * mine.params
         step_copy = mine.step_copy
-        if training.pipeline_impl == "deepspeed":
+        if impl == "deepspeed":
             # DeepSpeed flattens the step's fp32 gradient copy into one buffer, as large as
             # the bf16 reduce copy: reserved beside the activations' segments the same way
             reduce_copy, step_copy = reduce_copy + step_copy, 0.0
@@ -468,6 +692,15 @@ def estimate(
         # failing) and takes DeepSpeed's reduce copy only as the step's own phase
         other = overhead + gather + loss + buffers + reduce_copy + mine.side
         state_total = w + g + o + replica
+        step = state_total + step_copy
+        if step_copy:
+            # Megatron's per-tensor copies fit in the blocks the freed activations leave: the
+            # step is a phase of its own, and the rank needs the larger of the two
+            other += max(0.0, step + overhead - (state_total + activations + other))
+        totals.append(state_total + activations + other)  # as RankMemory.total sums it
+        states.append(state_total)
+        if not full:
+            continue
         # the loss's logits and the runtime's buffers are activations too, and as uncertain:
         # they take their band
         transient = activations + loss + buffers
@@ -481,19 +714,69 @@ def estimate(
             + 2 * overhead
         )
         if step_copy:
-            # Megatron's per-tensor copies fit in the blocks the freed activations leave: the
-            # step is a phase of its own, and the rank needs the larger of the two
-            step = state_total + step_copy
-            other += max(0.0, step + overhead - (state_total + activations + other))
             low = max(low, step * (1 - s_lo) + overhead / 2)
             high = max(high, step * (1 + s_hi) + 2 * overhead)
-        inflight, params = pipeline.inflight[r], mine.params
-        ranks.append(
+        params = mine.params
+        out.ranks.append(
             RankMemory(
-                r, w, g, o, replica, activations, other, inflight, layer_count, params, low, high
+                r, w, g, o, replica, activations, other, inflight[r], layer_count, params, low, high
             )
         )
-    return MemoryEstimate(tuple(ranks), _assumptions(arch, parallel, training, pipeline))
+    return out
+
+
+def _several(
+    stages: list[_Stage], own: tuple[int, ...], held: tuple[int, ...], mirror: bool
+) -> tuple[_StageStates, tuple[float, float, float], float, int, float]:
+    """What a rank holding several stages adds up (`_ranks`): its states, its own weights,
+    gradients and optimizer states (the mirror apart), DualPipe's replica of the mirrored
+    stage, its layers, and one micro-batch's activations through all it holds."""
+    mine = stages[own[0]].states if len(own) == 1 else _sum_states([stages[s].states for s in own])
+    wgo = (mine.weights, mine.gradients, mine.optimizer)
+    replica = 0.0
+    if mirror:  # DualPipe: rank r also runs stage P-1-r of the other direction
+        mirrored = stages[held[-1]].states
+        replica = mirrored.weights + mirrored.gradients + mirrored.optimizer
+        mine = _sum_states([mine, mirrored])
+    layer_count = sum([stages[s].layers for s in held])
+    return mine, wgo, replica, layer_count, sum([stages[s].act for s in held])
+
+
+class _Computed(NamedTuple):
+    """`_ranks`' answer, rank by rank."""
+
+    totals: list[float]  # RankMemory.total
+    states: list[float]  # RankMemory.states
+    ranks: list[RankMemory]  # the whole records (only when asked for)
+
+
+@lru_cache(maxsize=256)
+def _holdings(
+    stage_ranks: tuple[int, ...], ranks: int, stages: int, mirror: bool
+) -> tuple[_Holding, ...]:
+    """What each rank holds (`_Holding`): only the layout's shape decides it."""
+    owned: list[list[int]] = [[] for _ in range(ranks)]
+    for stage, rank in enumerate(stage_ranks):
+        owned[rank].append(stage)
+    out = []
+    for r, own in enumerate(owned):
+        held = (*own, stages - 1 - r) if mirror else tuple(own)
+        later = sum(1 for s in held if s > 0)
+        earlier = sum(1 for s in held if s < stages - 1)
+        out.append(_Holding(tuple(own), held, stages - 1 in held, later, earlier))
+    return tuple(out)
+
+
+class _Holding(NamedTuple):
+    """One rank's stages: those it runs, those whose memory it holds (under DualPipe also the
+    mirrored stage P-1-r of the other direction), whether the last stage is among them, and how
+    many of them receive their input (`later`) or send an output on (`earlier`)."""
+
+    own: tuple[int, ...]
+    held: tuple[int, ...]
+    has_last: bool
+    later: int
+    earlier: int
 
 
 def _runtime_buffers(
@@ -508,10 +791,24 @@ def _runtime_buffers(
     activations, for a rank holding stages `held` with `units` micro-batches in flight.
     Megatron-core frees a stage output's data once it is sent (schedules.py
     deallocate_output_tensor) and receives into fresh tensors: none."""
-    if impl == "megatron":
-        return 0.0
     later = sum(1 for s in held if s > 0)  # stages that receive their input
     earlier = sum(1 for s in held if s < last)  # stages that send an output on
+    return _buffers(impl, later, earlier, len(held), units, microbatches, tensor)
+
+
+def _buffers(
+    impl: PipelineImpl,
+    later: int,
+    earlier: int,
+    held: int,
+    units: int,
+    microbatches: int,
+    tensor: int,
+) -> float:
+    """`_runtime_buffers` of a rank holding `held` stages, `later` of which receive their input
+    and `earlier` of which send an output on."""
+    if impl == "megatron":
+        return 0.0
     if impl == "torch":
         # torch.distributed.pipelining allocates one receive buffer per micro-batch for each
         # non-first stage's input (stage.py _prepare_forward_infra) and each non-last stage's
@@ -519,13 +816,13 @@ def _runtime_buffers(
         # micro-batches in flight are the stage inputs the activations already count. A
         # non-last stage also keeps each in-flight micro-batch's output in its fwd_cache until
         # that micro-batch's backward (forward_one_chunk; nothing frees it once sent).
-        buffers = microbatches * (later + earlier) - units * later / len(held)
-        return max(buffers, 0.0) + units * earlier / len(held)
+        buffers = microbatches * (later + earlier) - units * later / held
+        return max(buffers, 0.0) + units * earlier / held
     # DeepSpeed's PipelineEngine keeps every in-flight micro-batch's stage output until its
     # backward pass (runtime/pipe/engine.py pipe_buffers['outputs'], freed in
     # _exec_backward_pass); with TP only this rank's 1/TP slice of it (the whole tensor's
     # storage is dropped once partitioned: PartitionedTensor)
-    return units * earlier / len(held) / tensor
+    return units * earlier / held / tensor
 
 
 def _assumptions(

@@ -135,10 +135,14 @@ def step_copy_bytes(training: TrainingSetup) -> float:
     return 4.0 if training.precision == "fp16" else 0.0
 
 
-def sharded_bytes(training: TrainingSetup, degree: float) -> StateBytes:
-    """Per-GPU bytes/param after ZeRO over `degree` ranks and optimizer offload."""
+def sharded_bytes(
+    training: TrainingSetup, degree: float, zero_stage: int | None = None
+) -> StateBytes:
+    """Per-GPU bytes/param after ZeRO over `degree` ranks and optimizer offload; `zero_stage`
+    in place of the training's (what FSDP holds under a pipeline: the bytes per parameter do
+    not depend on the stage, so no copy of the setup is built for it)."""
     s = state_bytes(training)
-    z = training.zero_stage
+    z = training.zero_stage if zero_stage is None else zero_stage
     return StateBytes(
         s.weights / degree if z >= 3 else s.weights,
         s.gradients / degree if z >= 2 else s.gradients,

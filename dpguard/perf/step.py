@@ -5,7 +5,7 @@ data-parallel communication and the optimizer step added once per step."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from fractions import Fraction
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from dpguard import memory, sizing
@@ -212,17 +212,27 @@ def _ranks(c: _Context, passes: Mapping[bool, Pass]) -> list[_Costs]:
     if lay.schedule == "none" or lay.pipeline == 1:
         stage_ranks: tuple[int, ...] = (0,)
         stages = 1
+        mirrored = False
     else:
         spec = SCHEDULES[lay.schedule]
         stages = spec.stages(lay.pipeline, lay.virtual_stages)
         stage_ranks = tuple(spec.placement(lay.pipeline, stages))
+        # DualPipe sends half the micro-batches each way: rank r runs stage r for one half and
+        # its mirror, stage P-1-r, for the other, so it does the mean of the two per
+        # micro-batch (arXiv 2412.19437 §3.2.1, Figure 5)
+        mirrored = spec.mirrored and stages > 1
     p = m.parallelism
-    split = memory.stage_layers(
-        c.arch.layers,
-        stages,
-        int(p.account_for_embedding) if p else 0,
-        int(p.account_for_loss) if p else 0,
-        (p.stage_layers or ()) if p else (),
+    chunked = _mixes(
+        _Split(
+            c.arch.layers,
+            c.arch.dense_layers if c.arch.moe else None,
+            stages,
+            int(p.account_for_embedding) if p else 0,
+            int(p.account_for_loss) if p else 0,
+            (p.stage_layers or ()) if p else (),
+        ),
+        stage_ranks,
+        mirrored,
     )
     send = _pp_send(c)
     costs = {
@@ -231,28 +241,11 @@ def _ranks(c: _Context, passes: Mapping[bool, Pass]) -> list[_Costs]:
         for redo in (True, False)
     }
     chunks: dict[tuple[int, int, bool], dict[str, float]] = {}  # stages alike cost alike
-    # DualPipe sends half the micro-batches each way: rank r runs stage r for one half and
-    # its mirror, stage P-1-r, for the other, so it does the mean of the two per micro-batch
-    # (arXiv 2412.19437 §3.2.1, Figure 5)
-    mirrored = lay.schedule in SCHEDULES and SCHEDULES[lay.schedule].mirrored and stages > 1
-    # each rank as the chunks it runs (their signatures and shares): ranks alike cost alike,
-    # and only the slowest matters, so each distinct mix is summed once
-    mixes: dict[int, list[tuple[tuple[int, int, bool], float]]] = {}
-    for stage, layers in enumerate(split):
-        last = stage == stages - 1
-        alike = (c.arch.moe_layers_in(layers), len(layers), last)
-        if alike not in chunks:
-            chunks[alike] = _chunk(c, layers, costs, last)
-            chunks[alike]["pp"] = 2 * send if stages > 1 else 0.0
-        homes = (
-            (stage_ranks[stage], stages - 1 - stage_ranks[stage])
-            if mirrored
-            else (stage_ranks[stage],)
-        )
-        for home in homes:
-            mixes.setdefault(home, []).append((alike, 1 / len(homes)))
+    for alike, layers in chunked.alike:
+        chunks[alike] = _chunk(c, layers, costs, alike[2])
+        chunks[alike]["pp"] = 2 * send if stages > 1 else 0.0
     per_rank: dict[tuple[tuple[tuple[int, int, bool], float], ...], dict[str, float]] = {}
-    for mix in {tuple(sorted(v)) for v in mixes.values()}:
+    for mix in chunked.mixes:
         into = dict.fromkeys(chunks[mix[0][0]], 0.0)
         for alike, share in mix:
             for part, value in chunks[alike].items():
@@ -279,6 +272,51 @@ def _ranks(c: _Context, passes: Mapping[bool, Pass]) -> list[_Costs]:
     return out
 
 
+class _Split(NamedTuple):
+    """How a pipeline splits the layers (memory.stage_layers' arguments); `moe_from`: the first
+    MoE layer, None for a dense model."""
+
+    layers: int
+    moe_from: int | None
+    stages: int
+    lead: int
+    tail: int
+    counts: tuple[int, ...]
+
+
+class _Mixes(NamedTuple):
+    """The chunks of a pipeline by kind (MoE layers, layers, last), each with the layers of its
+    first stage, and each distinct rank as the kinds it runs and their shares, sorted."""
+
+    alike: tuple[tuple[tuple[int, int, bool], range], ...]
+    mixes: tuple[tuple[tuple[tuple[int, int, bool], float], ...], ...]
+
+
+@lru_cache(maxsize=256)
+def _mixes(split: _Split, stage_ranks: tuple[int, ...], mirrored: bool) -> _Mixes:
+    """Which ranks run which kinds of chunk: only the layout's shape decides it, and the
+    planner predicts many layouts of each shape (a deep pipeline has 64 stages, two or three
+    kinds and as few distinct ranks), so it is worked out once per shape."""
+    layers = memory.stage_layers(split.layers, split.stages, split.lead, split.tail, split.counts)
+    alike: dict[tuple[int, int, bool], range] = {}
+    # each rank as the chunks it runs (their signatures and shares): ranks alike cost alike,
+    # and only the slowest matters, so each distinct mix is summed once
+    mixes: dict[int, list[tuple[tuple[int, int, bool], float]]] = {}
+    for stage, chunk in enumerate(layers):
+        moe = 0 if split.moe_from is None else max(0, chunk.stop - max(chunk.start, split.moe_from))
+        kind = (moe, len(chunk), stage == split.stages - 1)
+        alike.setdefault(kind, chunk)
+        homes = (
+            (stage_ranks[stage], split.stages - 1 - stage_ranks[stage])
+            if mirrored
+            else (stage_ranks[stage],)
+        )
+        for home in homes:
+            mixes.setdefault(home, []).append((kind, 1 / len(homes)))
+    distinct = sorted({tuple(sorted(v)) for v in mixes.values()})
+    return _Mixes(tuple(alike.items()), tuple(distinct))
+
+
 def _idle(c: _Context, slow: _Costs, chunks: int) -> float:
     """Bubble seconds of the slowest rank: the schedule's closed form over its per-chunk op
     times (dpguard.schedules.closed_forms cites each)."""
@@ -287,12 +325,12 @@ def _idle(c: _Context, slow: _Costs, chunks: int) -> float:
         return 0.0
     spec = SCHEDULES[lay.schedule]
 
-    def us(x: float) -> Fraction:
-        return Fraction(max(round(x / chunks * 1e6), 1))
+    def us(x: float) -> int:
+        return max(round(x / chunks * 1e6), 1)
 
     f, i, w = us(slow.forward), us(slow.input), us(slow.weight)
     form = spec.closed_form(
-        lay.pipeline, lay.microbatches, lay.virtual_stages, OpTimes(f, i + w, w)
+        lay.pipeline, lay.microbatches, lay.virtual_stages, OpTimes.whole(f, i + w, w)
     )
     return max(float(form.value), 0.0) * 1e-6
 
@@ -401,13 +439,26 @@ def model_flops_per_token(arch: memory.Architecture) -> float:
     return 6.0 * arch.active + 3.0 * arch.layers * arch.seq_len * width
 
 
+@lru_cache(maxsize=64)
+def _hardware(cluster: Any, precision: str) -> Hardware:
+    """`hardware` with the packaged data, by cluster: every layout of a file runs on one."""
+    return hardware(cluster, precision, perf_data.load())
+
+
+@lru_cache(maxsize=256)
+def _layer_pass(arch: memory.Architecture, moe: bool, shape: Shape, hw: Hardware) -> Pass:
+    """`layer_pass` with the packaged data, by shape: the layouts a search compares differ in
+    their pipeline more often than in what one layer's pass sees."""
+    return layer_pass(arch, moe, shape, hw, perf_data.load())
+
+
 def predict(manifest: Manifest, layout: Layout) -> Prediction:
     """The step time of `layout` for `manifest`'s model on its cluster (raises
     model.MissingHardware for a custom accelerator without the numbers it needs)."""
     d = perf_data.load()
     arch = sizing.architecture(manifest)
     t = manifest.training
-    hw = hardware(manifest.cluster, t.precision, d)
+    hw = _hardware(manifest.cluster, t.precision)
     sp = t.sequence_parallel if t.sequence_parallel is not None else layout.tensor > 1
     shape = Shape(
         tokens=layout.micro_batch_size * arch.seq_len / layout.context,
@@ -424,9 +475,9 @@ def predict(manifest: Manifest, layout: Layout) -> Prediction:
         else 2.0,
     )
     c = _Context(manifest, arch, layout, hw, d, shape, manifest.runtime.overlap)
-    passes = {False: layer_pass(arch, False, shape, hw, d)}
+    passes = {False: _layer_pass(arch, False, shape, hw)}
     if arch.moe:
-        passes[True] = layer_pass(arch, True, shape, hw, d)
+        passes[True] = _layer_pass(arch, True, shape, hw)
     ranks = _ranks(c, passes)
     slow = max(ranks, key=lambda r: r.forward + r.input + r.weight)
     spec = SCHEDULES.get(layout.schedule)

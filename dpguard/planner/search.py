@@ -23,22 +23,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from itertools import islice
 from typing import Any
 
 from dpguard import perf, sizing
 from dpguard.manifest import Manifest
 from dpguard.memo import PerSettings
-from dpguard.memory import MemoryEstimate, sharded_bytes
+from dpguard.memory import MemoryEstimate, Peak, sharded_bytes
+from dpguard.memory import TrainingSetup as MemoryTraining
 from dpguard.schedules import SCHEDULES, check
 
 
 @dataclass(frozen=True)
 class Candidate:
+    """A layout that fits, at its micro-batch size. Its whole memory estimate is built when
+    first read: of the layouts that fit, the search keeps one (`_fastest`)."""
+
     strategy: sizing.Strategy
     micro_batch_size: int
-    memory: MemoryEstimate
+    manifest: Manifest = field(repr=False, compare=False)  # sized as this manifest
+    settings: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @cached_property
+    def memory(self) -> MemoryEstimate:
+        setup = _setup(self.manifest, self.micro_batch_size)
+        estimate = sizing.estimate_stages(self.manifest, self.strategy, self.settings, setup)
+        assert estimate is not None  # it was sized to fit
+        return estimate
 
 
 @dataclass(frozen=True)
@@ -78,10 +91,10 @@ def _mbs_choices(
 
 
 # Sized layouts by (training settings, micro-batch size, layout): the strategy, the schedule
-# constraint it violates, its memory (`_size`)
+# constraint it violates, its worst rank and largest states (`_size`)
 _Sized = dict[
     tuple[Any, int, sizing.Strategy],
-    tuple[sizing.Strategy, str | None, MemoryEstimate | None],
+    tuple[sizing.Strategy, str | None, Peak | None],
 ]
 
 
@@ -92,7 +105,8 @@ class _Attempt:
     closest one is where the infeasible note prices the remedies."""
 
     limit: float
-    closest: list[tuple[float, Manifest, sizing.Strategy]]
+    # (worst-rank bytes, the manifest, the micro-batch size it ran at, the layout)
+    closest: list[tuple[float, Manifest, int, sizing.Strategy]]
     # Sized layouts (`_size`), shared by every pass: the margin pass and the usable-memory pass
     # size the same layouts.
     sized: _Sized
@@ -108,9 +122,10 @@ class _Attempt:
 
 def _size(
     manifest: Manifest, base: sizing.Strategy, mbs: int, dp: int, settings: Mapping[str, Any]
-) -> tuple[sizing.Strategy, str | None, MemoryEstimate | None]:
+) -> tuple[sizing.Strategy, str | None, Peak | None]:
     """`base` at micro-batch size `mbs`: the sized strategy, the first schedule constraint it
-    violates (then it is not sized), and its memory."""
+    violates (then it is not sized), and its worst rank's memory (the whole estimate is built
+    for the layout that fits: `_fit`)."""
     micro = manifest.training.global_batch_size // (dp * mbs)
     s = replace(base, microbatches=micro)
     if s.schedule != "none":
@@ -119,8 +134,13 @@ def _size(
         )
         if violations:
             return s, violations[0], None
-    sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
-    return s, None, sizing.estimate_stages(sized, s, settings)
+    return s, None, sizing.stage_peak(manifest, s, settings, _setup(manifest, mbs))
+
+
+def _setup(manifest: Manifest, mbs: int) -> MemoryTraining:
+    """The manifest's training setup at micro-batch size `mbs` (a copy of the whole manifest
+    per layout cost more than the sums it feeds)."""
+    return sizing.training_setup(manifest, micro_batch_size=mbs)
 
 
 # Why layouts did not fit, in the order tried: a reason, or what a skipped layout's sizing would
@@ -185,22 +205,21 @@ def _fit(
         key = (manifest.training, mbs, base)
         if key not in attempt.sized:
             attempt.sized[key] = _size(manifest, base, mbs, dp, settings)
-        s, violation, estimate = attempt.sized[key]
+        s, violation, peak = attempt.sized[key]
         if violation:
             violated.append(violation)
             continue
-        if estimate is None:
+        if peak is None:
             continue
-        total = estimate.worst.total
+        total = peak.total
         if total <= attempt.limit:
-            return Candidate(s, mbs, estimate)
+            return Candidate(s, mbs, manifest, settings)
         # Activations grow with the micro-batch, states do not depend on it.
         over = mbs if over is None else min(over, mbs)
         if smallest is None or total < smallest:
             smallest = total
-            sized = replace(manifest, training=replace(manifest.training, micro_batch_size=mbs))
-            attempt.closest.append((total, sized, s))
-        attempt.floors[base] = max(r.states for r in estimate.ranks)
+            attempt.closest.append((total, manifest, mbs, s))
+        attempt.floors[base] = peak.states
         hopeless = attempt.floors[base] > attempt.limit
     if smallest is not None:
         why.append(
@@ -563,7 +582,7 @@ def _search(
     full = [c for c in steps if c.get("activation_recompute") == "full"]
     order = [(c, margin) for c in cheap] + [(c, 1.0) for c in cheap]
     order += [(c, share) for c in full for share in (margin, 1.0)]
-    closest: list[tuple[float, Manifest, sizing.Strategy]] = []
+    closest: list[tuple[float, Manifest, int, sizing.Strategy]] = []
     sized = {} if sized is None else sized
     floors: dict[sizing.Strategy, float] = {}
     # by layout, for every pass: the levers change activations, never the model states
@@ -571,7 +590,7 @@ def _search(
     fits_one: dict[Any, bool] = {}  # by training settings: the margin passes repeat them
     as_written: SearchResult | None = None  # why nothing fits, told against usable memory
     for changes, share in order:
-        switched = replace(manifest, training=replace(manifest.training, **changes))
+        switched = _switched(manifest, changes)
         attempt = _Attempt(share * usable, closest, sized, floors, bounds)
         # A lever can make the whole training state fit one GPU (HR004's test): then a pipeline
         # only adds bubble, and the plan is data parallel with that lever
@@ -629,7 +648,7 @@ def _search(
     if prune:  # the closest layout may be one skipped: `search` runs again without skipping
         return SearchResult(None, ())
     if closest:
-        _, nearest, strategy = min(closest, key=lambda c: c[0])
+        nearest, strategy = _nearest(closest)
         priced = sizing.remedies(nearest, strategy, settings, last_resort=True)
         if priced:
             what = "; ".join(f"{change} -> {gib:.1f} GiB" for change, gib in priced)
@@ -640,6 +659,23 @@ def _search(
             )
     notes.extend(_fewest_gpus(manifest, settings, pipeline_needed, steps[-1]))
     return SearchResult(None, tuple(notes))
+
+
+def _switched(manifest: Manifest, changes: Mapping[str, Any]) -> Manifest:
+    """`manifest` with the training `changes`: itself when there are none, so that its content
+    key (what the memos read, a hash of the whole manifest) is not computed again."""
+    if not changes:
+        return manifest
+    return replace(manifest, training=replace(manifest.training, **changes))
+
+
+def _nearest(
+    closest: list[tuple[float, Manifest, int, sizing.Strategy]],
+) -> tuple[Manifest, sizing.Strategy]:
+    """The layout that came closest to fitting, and its manifest at the micro-batch size it ran
+    at (built only here: the search sizes many layouts that do not fit)."""
+    _, manifest, mbs, strategy = min(closest, key=lambda c: c[0])
+    return replace(manifest, training=replace(manifest.training, micro_batch_size=mbs)), strategy
 
 
 # how far `_fewest_gpus` looks: the job's GPUs times 2, 4, ... 1024

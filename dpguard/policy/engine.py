@@ -158,12 +158,31 @@ def _judged(
     when `planned`, the others when not."""
     return [
         _finding(rule, manifest, facts, rule.severity or KIND_SEVERITY[rule.kind])
-        for rule in policies.rules
-        if rule.kind in ("reject", "advise")
-        and _reads_plan(rule) is planned
-        and not reads_change(rule)
-        and rule.when.holds(facts)
+        for rule in _judging(policies, planned)
+        if rule.when.holds(facts)
     ]
+
+
+# The rejects and advisories `_judged` tests, by policies (kept, so that an id is never
+# mistaken for another's) and by whether they read the planner's facts: which rules those are
+# depends only on the policies, and a review judges hundreds of files with one stack.
+_JUDGING: dict[tuple[int, bool], tuple[Policies, tuple[Rule, ...]]] = {}
+
+
+def _judging(policies: Policies, planned: bool) -> tuple[Rule, ...]:
+    known = _JUDGING.get((id(policies), planned))
+    if known is None or known[0] is not policies:
+        if len(_JUDGING) >= 64:
+            _JUDGING.clear()
+        rules = tuple(
+            rule
+            for rule in policies.rules
+            if rule.kind in ("reject", "advise")
+            and _reads_plan(rule) is planned
+            and not reads_change(rule)
+        )
+        known = _JUDGING[(id(policies), planned)] = (policies, rules)
+    return known[1]
 
 
 class LazyFacts(Mapping[str, Any]):

@@ -69,9 +69,13 @@ def _awaited(layout: Layout, item: int, is_backward: bool) -> str:
     return f"{what}(p{pipe},s{stage},m{mb}) on rank {layout.rank_of[pipe][stage]}"
 
 
-def _deadlock(orders: Orders, pos: list[int], why: dict[int, str]) -> str:
+def _deadlock(layout: Layout, orders: Orders, pos: list[int], why: dict[int, int]) -> str:
     """The rank x step grid around the deadlock: one row per rank, its ops from a few steps
-    before to a few after the one it stopped at, aligned on that step."""
+    before to a few after the one it stopped at, aligned on that step. `why`: the key each
+    rank waits under (`run`), named here only: a rank parks at almost every op, and naming
+    each wait as it happened was a tenth of a simulation."""
+    size = layout.pipes * layout.stages * layout.microbatches_per_pipe
+    named = {r: _awaited(layout, key % size, key >= size) for r, key in why.items()}
     before, after = _DEADLOCK_CONTEXT
     rows = []
     for r, order in enumerate(orders):
@@ -99,7 +103,7 @@ def _deadlock(orders: Orders, pos: list[int], why: dict[int, str]) -> str:
             (f"[{c}]" if k == before and c else (f"*{c}" if k < before and c else c)).ljust(width)
             for k, c in enumerate(cells)
         ]
-        state = "finished" if at >= len(orders[r]) else f"waits for {why.get(r, '?')}"
+        state = "finished" if at >= len(orders[r]) else f"waits for {named.get(r, '?')}"
         lines.append(f"{r:>4} {at:>6} |" + "".join(marked).rstrip() + f"   ({state})")
     return "\n".join(lines)
 
@@ -138,7 +142,7 @@ def run(layout: Layout, orders: Orders, times: OpTimes) -> Timeline:
     peak = [0] * ranks
     starts: list[list[int]] = [[] for _ in range(ranks)]
     waiting: dict[int, list[int]] = {}
-    why: dict[int, str] = {}
+    why: dict[int, int] = {}  # each parked rank's key, named (`_awaited`) only on a deadlock
     stack = list(range(ranks - 1, -1, -1))
 
     def bug(r: int, step: int, problem: str) -> OrderError:
@@ -203,7 +207,7 @@ def run(layout: Layout, orders: Orders, times: OpTimes) -> Timeline:
                         ready = d
             if wait >= 0:
                 waiting.setdefault(wait, []).append(r)
-                why[r] = _awaited(layout, wait % size, wait >= size)
+                why[r] = wait
                 break
 
             st.append(ready)
@@ -250,7 +254,7 @@ def run(layout: Layout, orders: Orders, times: OpTimes) -> Timeline:
         pos[r], clock[r], lives[r], peak[r], busy[r] = i, t, live, top, work
 
     if any(pos[r] < len(orders[r]) for r in range(ranks)):
-        raise DeadlockError([_deadlock(orders, pos, why)])
+        raise DeadlockError([_deadlock(layout, orders, pos, why)])
     if -1 in f_end or -1 in b_end or 1 in w_state:
         raise OrderError(["the orders leave some F, backward or W never run (generator bug)"])
     sends, recvs = _messages(layout)

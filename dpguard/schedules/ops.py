@@ -156,6 +156,21 @@ class OpTimes:
         object.__setattr__(self, "weight", w)
         object.__setattr__(self, "overlapped", fb)
 
+    @classmethod
+    def whole(cls, forward: int, backward: int, weight: int) -> OpTimes:
+        """`OpTimes(forward, backward, weight)` for whole numbers (the step-time model's
+        microseconds, for every layout it prices): the same times, checked in integers rather
+        than through Fractions; anything unphysical goes through the constructor, which says
+        why."""
+        if not (forward > 0 and 0 <= weight < backward):
+            return cls(forward, backward, weight)
+        times = object.__new__(cls)
+        object.__setattr__(times, "forward", Fraction(forward))
+        object.__setattr__(times, "backward", Fraction(backward))
+        object.__setattr__(times, "weight", Fraction(weight))
+        object.__setattr__(times, "overlapped", Fraction(forward + backward))
+        return times
+
     @property
     def input(self) -> Fraction:
         """I = B - W, the input-gradient half of a split backward."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from dpguard.schedules import closed_forms, dualpipe, orders
 from dpguard.schedules.closed_forms import ClosedForm
@@ -90,9 +91,10 @@ class ScheduleSpec:
         interleaved schedule, else 1 (a virtual stage count it does not use)."""
         return v if self.uses_virtual_stages else 1
 
-    @property
+    @cached_property
     def mirrored(self) -> bool:
-        """A second copy of the parameters per rank (DualPipe's two directions)."""
+        """A second copy of the parameters per rank (DualPipe's two directions); remembered
+        (a Fraction comparison, and the planner asks for every layout it sizes)."""
         return self.param_copies > 1
 
 
