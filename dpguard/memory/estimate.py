@@ -360,14 +360,7 @@ def _contenders(
     deferred = pipeline.deferred_w and not training.activation_offload
     if block or deferred or step_copy_bytes(training):
         return range(pipeline.ranks)
-    split = _split(
-        arch.layers,
-        arch.dense_layers if arch.moe else None,
-        pipeline.stages,
-        pipeline.lead,
-        pipeline.tail,
-        pipeline.counts,
-    )
+    split = _split_of(arch, pipeline)
     return _representatives(
         split.kinds,
         pipeline.stage_ranks,
@@ -495,14 +488,7 @@ def _stages(
     per_dense, per_expert, side_dense, side_expert = _sharded_states(
         parallel, training, pipeline.ranks, pipeline.microbatches
     )
-    split = _split(
-        arch.layers,
-        arch.dense_layers if arch.moe else None,
-        pipeline.stages,
-        pipeline.lead,
-        pipeline.tail,
-        pipeline.counts,
-    )
+    split = _split_of(arch, pipeline)
     ranges = split.ranges
     last_stage = pipeline.stages - 1
     # the step's gradient copy is sharded like the optimizer states (ZeRO 1 and up)
@@ -569,6 +555,18 @@ class _Split(NamedTuple):
 
 
 @lru_cache(maxsize=256)
+def _split_of(arch: Architecture, pipeline: PipelineLayout) -> _Split:
+    """The layer split of `pipeline`'s stages for `arch` (a dense model has no MoE layers)."""
+    return _split(
+        arch.layers,
+        arch.dense_layers if arch.moe else None,
+        pipeline.stages,
+        pipeline.lead,
+        pipeline.tail,
+        pipeline.counts,
+    )
+
+
 def _split(
     layers: int,
     moe_from: int | None,
