@@ -233,6 +233,30 @@ def _standing_for_root(directory: str) -> Iterator[None]:
         confine.remove_root(directory)
 
 
+def files_against(
+    baseline: Baseline, given: Sequence[str], only_manifests: bool
+) -> tuple[list[str], Callable[[str], bool] | None]:
+    """The files `review --baseline` compares, and which of them count (None: all). A
+    directory stands for what the hook would pass of it, now and at the baseline: its files
+    that are gone now are compared as removed. A sourced config is compared as its manifests
+    (dpguard.sourcing)."""
+    from dpguard.discover import EXTENSIONS, declares_manifest, expand
+    from dpguard.sourcing import through_manifests
+
+    directories = [path for path in given if os.path.isdir(path)]
+    keep = declares_manifest if only_manifests or directories else None
+    files = list(given)
+    if directories:
+        files, _ = expand(given)
+        for directory in directories:
+            for rel in baseline.files_under(directory):
+                hidden = any(part.startswith(".") for part in rel.split("/"))
+                shown = baseline.display(rel)
+                if not hidden and rel.endswith(EXTENSIONS) and not os.path.exists(shown):
+                    files.append(shown)
+    return through_manifests(list(dict.fromkeys(files))), keep
+
+
 def against_revision(
     baseline: Baseline,
     files: Sequence[str],

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -103,29 +102,8 @@ def run(args: argparse.Namespace) -> int:
 def run_baseline(args: argparse.Namespace) -> int:
     """`review --baseline REV FILE...` (every review format; see _run)."""
     from dpguard import gitrev
-    from dpguard.change.collect import against_revision
+    from dpguard.change.collect import against_revision, files_against
 
     baseline = gitrev.resolve(args.baseline)
-    keep = None
-    directories = [path for path in args.files if os.path.isdir(path)]
-    if args.only_manifests or directories:
-        # a directory stands for what the hook would pass of it, now and at the baseline
-        from dpguard.discover import declares_manifest
-
-        keep = declares_manifest
-    files = list(args.files)
-    if directories:
-        from dpguard.discover import EXTENSIONS, expand
-
-        files, _ = expand(args.files)
-        for directory in directories:  # files under it that are gone now: removed
-            for rel in baseline.files_under(directory):
-                parts = rel.split("/")
-                hidden = any(part.startswith(".") for part in parts)
-                shown = baseline.display(rel)
-                if not hidden and rel.endswith(EXTENSIONS) and not os.path.exists(shown):
-                    files.append(shown)
-    from dpguard.sourcing import through_manifests
-
-    files = through_manifests(list(dict.fromkeys(files)))  # a sourced config: its manifests
+    files, keep = files_against(baseline, args.files, args.only_manifests)
     return _run(args, files, lambda r: against_revision(baseline, files, r, keep))
