@@ -49,8 +49,9 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     from dpguard.exitcodes import ExitCode
     from dpguard.isolation import is_crashed
     from dpguard.judges import judges, unused_waiver_warnings
-    from dpguard.reporters import Report, emit, write_atomic
+    from dpguard.reporters import Report
     from dpguard.reporters import render as render_review
+    from dpguard.reporters.output import deliver
     from dpguard.reporters.safe import diagnostic
 
     today = getattr(args, "date", None) or dt.date.today()
@@ -86,10 +87,7 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
         results = tuple(c.result for c in report.changes if c.result is not None)
         head = Report(results, fallback.fail_on, fallback.policies, report.unreadable)
         text = render_review(head, args.format)
-    if args.output is None or args.output == "-":
-        emit(text)
-    else:
-        write_atomic(args.output, text)
+    deliver(text, args.output)
     return code
 
 
