@@ -81,13 +81,19 @@ COMMAND_CODES: dict[str, tuple[tuple[int, str], ...]] = {
     "plan": (
         (ExitCode.OK, "a feasible plan is printed"),
         (ExitCode.FAILED, "the manifest is invalid, or no plan is feasible"),
-        (ExitCode.CANNOT_RUN, f"{_CANNOT_RUN}, a missing file, a broken policy or template"),
+        (
+            ExitCode.CANNOT_RUN,
+            f"{_CANNOT_RUN}, a missing file, a broken policy or template, an unwritable --output",
+        ),
         _INTERNAL,
     ),
     "memory": (
         (ExitCode.OK, "the layout is sized and is not a certain out-of-memory"),
         (ExitCode.FAILED, "the manifest is invalid, there is nothing to size, or it cannot fit"),
-        (ExitCode.CANNOT_RUN, f"{_CANNOT_RUN}, a missing file, a broken policy"),
+        (
+            ExitCode.CANNOT_RUN,
+            f"{_CANNOT_RUN}, a missing file, a broken policy, an unwritable --output",
+        ),
         _INTERNAL,
     ),
     "perf": (
@@ -99,7 +105,8 @@ COMMAND_CODES: dict[str, tuple[tuple[int, str], ...]] = {
         ),
         (
             ExitCode.CANNOT_RUN,
-            f"{_CANNOT_RUN}, a missing file, a broken policy or performance data",
+            f"{_CANNOT_RUN}, a missing file, a broken policy or performance data, an unwritable "
+            "--output",
         ),
         _INTERNAL,
     ),
