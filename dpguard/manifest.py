@@ -14,7 +14,7 @@ from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
-from dpguard.catalog import Catalog
+from dpguard.catalog import Accelerator, Catalog
 from dpguard.frameworks import profiles
 from dpguard.memory import MLA
 from dpguard.yamlsource import Path, Position, SourceDoc
@@ -368,7 +368,7 @@ def derived_sizes(
     return dp, global_batch // (micro_batch * dp * accumulation)
 
 
-def _intra_node(acc: Any, vendor: str, gpus_per_node: int) -> str:
+def _intra_node(acc: Accelerator | None, vendor: str, gpus_per_node: int) -> str:
     """How a node's GPUs talk when the manifest does not say: the vendor's fabric, except on a
     part whose scale-up fabric joins fewer GPUs than the node holds (H100 PCIe and NVL cards,
     bridged in pairs; the L40S, none): there most GPU pairs of the node meet over PCIe, so TP,

@@ -25,7 +25,12 @@ from dpguard.yamlevents import SourceDoc
 # Sections whose written values are the facts themselves (cluster facts come from the catalog,
 # runtime ones from the framework profile: neither is known without the manifest).
 _WRITTEN = ("model", "parallelism", "training")
-_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "number": (int, float), "str": (str,)}
+_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "number": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+}
 
 
 def _written(doc: SourceDoc, errors: set[str]) -> dict[str, Any]:
@@ -37,13 +42,11 @@ def _written(doc: SourceDoc, errors: set[str]) -> dict[str, Any]:
             continue
         section = doc.data.get(parts[0])
         value = section.get(parts[1]) if isinstance(section, Mapping) else None
-        if isinstance(value, bool) and spec.type != "bool":
-            continue  # YAML's true is an int to Python, never a count
-        if spec.type == "bool" and not isinstance(value, bool):
-            continue
-        if spec.type != "bool" and not isinstance(value, _TYPES.get(spec.type, ())):
-            continue
-        if spec.choices and value not in spec.choices:
+        # (YAML's true is an int to Python, never a count)
+        typed = isinstance(value, _TYPES[spec.type]) and (
+            spec.type == "bool" or not isinstance(value, bool)
+        )
+        if not typed or (spec.choices and value not in spec.choices):
             continue
         if doc.location(parts) in errors:
             continue

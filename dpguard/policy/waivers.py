@@ -46,13 +46,10 @@ class Waiver:
         launch script's lines too."""
         if finding.code != self.rule:
             return False
-        paths = {finding.path} if judged is None else {finding.path, judged}
-        candidates = list(paths)
+        paths = {finding.path, judged or finding.path}
         if root is not None:
-            for path in paths:
-                relative = os.path.relpath(os.path.abspath(path), root)
-                candidates.append(relative.replace(os.sep, "/"))
-        return any(fnmatchcase(c, self.match) for c in candidates)
+            paths |= {os.path.relpath(os.path.abspath(p), root).replace(os.sep, "/") for p in paths}
+        return any(fnmatchcase(c, self.match) for c in paths)
 
 
 @dataclass(frozen=True)
@@ -162,14 +159,12 @@ def load_waivers(
     items = []
     for index, data in enumerate(doc.data["waivers"]):
         rule = policies.get(data["rule"])
-        if rule is None and data["rule"] in SILENCEABLE:
-            pass  # a judgement-call check, waivable like an advisory
-        elif rule is None:
+        if rule is None and data["rule"] not in SILENCEABLE:  # those: waivable as advisories
             known = hint(data["rule"], [*(r.id for r in policies.rules), *sorted(SILENCEABLE)])
             problems.append(
                 f"{at('waivers', index, 'rule')}: waiver of unknown rule {data['rule']}{known}"
             )
-        elif not rule.waivable:
+        elif rule is not None and not rule.waivable:
             problems.append(
                 f"{at('waivers', index, 'rule')}: rule {rule.id} is not waivable "
                 f"({rule.kind} rules are waivable only when the policy says waivable: true)"

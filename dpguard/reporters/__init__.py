@@ -69,7 +69,7 @@ PARTS: dict[str, Part] = {
 }
 
 # JSON's dicts, for the callers that build on them; imported on first use
-_JSON = frozenset(("decision_dict", "plan_data", "report_dict"))
+_JSON = frozenset(("decision_dict", "plan_data"))
 
 
 def __getattr__(name: str) -> Any:
@@ -103,6 +103,5 @@ __all__ = [
     "plan_summary",
     "policy_line",
     "render",
-    "report_dict",
     "write_atomic",
 ]

@@ -7,7 +7,6 @@ with every string escaped so that no line of it can be read as a CI workflow com
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from dpguard.check import FileResult
@@ -75,16 +74,8 @@ def file_dict(report: Report, r: FileResult) -> dict[str, Any]:
     }
 
 
-def report_dict(report: Report) -> dict[str, Any]:
-    """The whole report as data (an entry rendered early, `part`, is read back)."""
-    out = _head(report)
-    out["files"] = [
-        json.loads(r.part) if r.part is not None else file_dict(report, r) for r in report.results
-    ]
-    return out
-
-
 def _head(report: Report) -> dict[str, Any]:
+    """The report without its files (render_json writes them in)."""
     return {
         "version": REPORT_VERSION,
         "tool": dict(TOOL),
