@@ -28,10 +28,11 @@ CORPUS = sorted(
 
 
 def apply(doc: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """The patch's contract: its parallelism section replaces the manifest's; its training keys
-    are set, a null removing the key."""
+    """The patch's contract: its parallelism section replaces the manifest's; its training (and
+    model) keys are set, a null removing the key."""
     out = copy.deepcopy(doc)
     out["parallelism"] = patch["parallelism"]
+    out["model"].update(patch.get("model", {}))
     for key, value in patch["training"].items():
         if value is None:
             out["training"].pop(key, None)

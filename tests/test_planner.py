@@ -1018,3 +1018,67 @@ def test_long_sequences_get_context_parallelism_and_short_ones_do_not(tmp_path, 
     assert f"context {plan.context}," in render_markdown(plan, policies)
     path.write_text(LONG.replace("seq_len: 131072", "seq_len: 8192"), encoding="utf-8")
     assert plan_of(path, policies).context == 1
+
+
+MPT_70B = {
+    "apiVersion": "dpguard/v1",
+    "kind": "TrainingManifest",
+    "metadata": {"name": "mpt-70b"},
+    "cluster": {
+        "gpus": 64,
+        "gpus_per_node": 8,
+        "accelerator": "H100-SXM",
+        "interconnect": {"inter_node_gbps_per_gpu": 400},
+    },
+    "model": {
+        "architecture": "dense",
+        "total_params": "70B",
+        "layers": 80,
+        "hidden_size": 8192,
+        "attention_heads": 64,
+        "seq_len": 2048,
+        "vocab_size": 50432,
+    },
+    "training": {
+        "tokens": "1T",
+        "global_batch_size": 2048,
+        "precision": "bf16",
+        "zero_stage": 3,
+        "activation_recompute": "full",
+        "framework": "torchtitan",
+    },
+}
+
+
+def test_under_zero3_a_layout_without_a_pipeline_competes_on_step_time(tmp_path, policies):
+    """A 70B model (about 1.3 TB of training state) fits no H100, so it needs either a pipeline
+    or ZeRO-3's sharding over the data-parallel ranks. As MosaicML trained MPT-70B, FSDP over
+    64 GPUs without a pipeline: the step-time model finds it faster than every pipelined
+    layout, the plan has no pipeline and says why, with both step times."""
+    plan = plan_of(write(tmp_path, MPT_70B), policies)
+    assert (plan.status, plan.schedule, plan.pipeline) == ("no-pipeline", "none", 1)
+    assert not plan.outcome.facts["derived.model_fits_one_gpu"]
+    sharded = [n for n in plan.notes if n.startswith("ZeRO-3 shards the model states")]
+    assert len(sharded) == 1 and re.search(r"s a step against .* s for the fastest", sharded[0])
+    page = render_markdown(plan, policies)
+    assert "ZeRO-3 shards the training state over the data-parallel ranks" in page
+    assert "fits one H100" not in page
+    from dpguard.reporters.model import plan_summary
+
+    assert plan_summary(plan).startswith("no pipeline (ZeRO-3 shards the model states)")
+    # the plan's own patch reviews clean: no pipeline, no HR004 (the model fits no GPU alone)
+    patch_doc = merged(MPT_70B, {"parallelism": {"tensor": plan.tensor, "pipeline": 1}})
+    again = check_file(str(write(tmp_path, patch_doc, "again.yaml")), None, policies)
+    assert not [f for f in again.findings if f.severity.name == "ERROR"]
+
+
+def test_layouts_without_a_pipeline_are_policy_data(tmp_path, policies):
+    """The same run at ZeRO-1 is planned with a pipeline (switching the sharding changes the
+    framework's runtime: the page lists ZeRO-3 among the alternatives); at ZeRO-3 under a
+    policy whose `unpipelined_max_params` is below the model, too."""
+    zero1 = merged(MPT_70B, {"training": {"zero_stage": 1}})
+    assert plan_of(write(tmp_path, zero1, "zero1.yaml"), policies).status == "planned"
+    capped = _layered(tmp_path, policies, unpipelined_max_params=50e9)
+    plan = plan_of(write(tmp_path, MPT_70B), capped)
+    assert plan.status == "planned" and plan.pipeline > 1
+    assert not [n for n in plan.notes if n.startswith("ZeRO-3 shards")]

@@ -64,19 +64,56 @@ def root(context, missing=missing):
         yield ' gradient-accumulation steps per optimizer step).\nNo bubble or GPU-hour comparison applies: there is no pipeline.'
     elif (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status')) == 'no-pipeline'):
         pass
-        yield '\n**Recommendation: no pipeline parallelism.** The whole training state fits one '
-        yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'accelerator')))
-        yield '\n('
-        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb')))
-        yield ' GiB of '
-        yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb')))
-        yield ' GiB usable), so pipeline stages would only add bubble.\nTrain with data parallelism over '
+        yield '\n**Recommendation: no pipeline parallelism.** '
+        if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'zero_stage')) >= 3):
+            pass
+            yield 'ZeRO-'
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'zero_stage')))
+            yield ' shards the training state over the data-parallel ranks\n('
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb')))
+            yield ' GiB per GPU of '
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb')))
+            yield ' GiB usable), so pipeline stages would only add bubble.'
+        else:
+            pass
+            yield 'The whole training state fits one '
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'accelerator')))
+            yield '\n('
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb')))
+            yield ' GiB of '
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb')))
+            yield ' GiB usable), so pipeline stages would only add bubble.'
+        yield '\nTrain with '
+        if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor')) > 1):
+            pass
+            yield 'tensor parallel '
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor')))
+            yield ' x '
+        if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'context')) > 1):
+            pass
+            yield 'context parallel '
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'context')))
+            yield ' x '
+        yield 'data parallelism over '
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel')))
-        yield ' GPUs (micro-batch size '
+        yield ' '
+        yield str(environment.finalize(('GPUs' if (environment.charged(environment.call_binop(context, '*', environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor'), environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'context'))) == 1) else 'replicas')))
+        yield ' (micro-batch size '
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'micro_batch_size')))
         yield ',\n'
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'microbatches')))
         yield ' gradient-accumulation steps per optimizer step).'
+        if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'):
+            pass
+            yield '\nStep time (model): '
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'), 'step_time')))
+            yield ', '
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'), 'tokens_per_s')))
+            yield ' tokens/s per GPU (band '
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'), 'band')))
+            yield '), MFU '
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'), 'mfu')))
+            yield '.'
     elif (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status')) == 'infeasible'):
         pass
         yield '\n**No feasible pipeline plan.**\n'
@@ -403,4 +440,4 @@ def root(context, missing=missing):
     yield '\n'
 
 blocks = {}
-debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=70&17=74&18=78&19=80&21=83&22=88&28=94&29=100&30=112&34=118&35=121&36=123&38=130&39=139&41=159&42=162&44=171&45=205&46=208&48=217&49=227&51=253&55=257&56=262&58=283&60=287&64=305&65=308&67=311&68=316&70=320&71=323&73=344&74=349&76=355&77=360&79=366&80=371&82=377&83=384&87=387&88=392&90=395&92=397'
+debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=73&17=82&18=87&19=104&20=106&21=109&23=117&25=120&26=125&32=131&33=137&34=149&38=155&39=158&40=160&42=167&43=176&45=196&46=199&48=208&49=242&50=245&52=254&53=264&55=290&59=294&60=299&62=320&64=324&68=342&69=345&71=348&72=353&74=357&75=360&77=381&78=386&80=392&81=397&83=403&84=408&86=414&87=421&91=424&92=429&94=432&96=434'

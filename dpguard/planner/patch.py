@@ -57,8 +57,11 @@ def manifest_patch(plan: Plan) -> dict[str, Any] | None:
     if written and training.get("activation_recompute") == "full":
         training["recompute_modules"] = None  # X020: modules only with selective recompute
     patch: dict[str, Any] = {"parallelism": parallelism, "training": training}
-    if untied(plan.manifest, plan.schedule) != plan.manifest.model.untie_embeddings:
-        patch["model"] = {"untie_embeddings": True}  # DualPipe's two copies (HR007)
+    # DualPipe's two copies (HR007), or a value written in its deprecated place under the
+    # parallelism section the patch replaces
+    moved = ("parallelism", "untie_embeddings") in plan.manifest.source.keys
+    if untied(plan.manifest, plan.schedule) and (moved or not plan.manifest.model.untie_embeddings):
+        patch["model"] = {"untie_embeddings": True}
     return patch
 
 

@@ -378,11 +378,7 @@ def make_plan(
     if c is None:
         status = "infeasible"
     elif status == "planned" and c.strategy.schedule == "none":
-        status = "no-pipeline"
-        notes.append(
-            "with that change the whole training state fits one GPU: data parallelism only, "
-            "no pipeline"
-        )
+        status = "no-pipeline"  # a lever, or ZeRO-3, made a pipeline unnecessary (the notes)
     schedule = c.strategy.schedule if c else None
     chosen = (
         _schedule_numbers(manifest, c.strategy, settings, schedule, c.micro_batch_size)

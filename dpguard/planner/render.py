@@ -198,6 +198,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "expert_shards": expert_shards,
         "context": plan.context,
         "data_parallel": plan.data_parallel,
+        "zero_stage": m.training.zero_stage,
         "microbatches": plan.microbatches,
         "micro_batch_size": plan.micro_batch_size,
         "mbs_chosen": ("training", "micro_batch_size") not in m.source.keys,

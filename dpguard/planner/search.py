@@ -428,18 +428,16 @@ def _search_layout(
     virtual = p.virtual_stages if p is not None else 1
     why: _Why = []
     if not pipeline_needed:
-        for t in tensors:
-            if manifest.cluster.gpus % (t * context):
-                why.append(f"tensor {t} x context {context} does not divide the GPUs")
-                continue
-            base = sizing.Strategy(
-                "none", t, 1, _expert_size(manifest, t, 1, settings), context, 1, 1
-            )
-            found = _fit(manifest, base, settings, why, attempt)
-            if found is not None:
-                return SearchResult(found, tuple(notes))
+        found = _unpipelined(manifest, tensors, (context,), settings, why, attempt, True)
+        if found:
+            return SearchResult(found[0], tuple(notes))
         reason = _last(why) or "no tensor-parallel size is possible"
         return SearchResult(None, (*notes, f"without a pipeline nothing fits: {reason}"))
+    flat = (
+        _unpipelined(manifest, tensors, contexts, settings, [], attempt, first_only)
+        if sharded_without_pipeline(manifest, settings)
+        else []
+    )
     for schedule in schedules:
         why = []
         found_all = (
@@ -452,8 +450,9 @@ def _search_layout(
         )
         fitting = list(islice(found_all, 1) if first_only else found_all)
         if fitting:
-            chosen = fitting[0] if first_only else _fastest(manifest, fitting, settings)
-            return SearchResult(chosen, tuple(notes))
+            if first_only:
+                return SearchResult(fitting[0], tuple(notes))
+            return _chosen(manifest, fitting, flat, settings, notes)
         # The last reason is the deepest pipeline tried: the most telling one.
         reason = _last(why) or "no pipeline depth divides the GPUs"
         cap = _cap(manifest, schedule, virtual, settings)
@@ -465,7 +464,87 @@ def _search_layout(
             f"{'stage' if per_rank == 1 else 'stages'} per rank"
         )
         notes.append(f"{schedule} was not possible at any P up to {cap} ({bound}): {reason}")
+    if flat:
+        return _chosen(manifest, [], flat, settings, notes)
     return SearchResult(None, tuple(notes))
+
+
+def sharded_without_pipeline(manifest: Manifest, settings: Mapping[str, Any]) -> bool:
+    """Whether layouts without a pipeline compete with the pipelined ones: under ZeRO-3 / FSDP
+    the data-parallel ranks shard the model states, so a model that fits no single GPU may fit
+    without any pipeline (MosaicML's MPT, OPT-175B with TP 8), up to the policy's
+    `planner.unpipelined_max_params` (no published run beyond it trains without one)."""
+    cap = settings["planner"].get("unpipelined_max_params")
+    return (
+        manifest.training.zero_stage >= 3
+        and cap is not None
+        and manifest.model.total_params <= float(cap)
+    )
+
+
+def _unpipelined(
+    manifest: Manifest,
+    tensors: list[int],
+    contexts: tuple[int, ...],
+    settings: Mapping[str, Any],
+    why: _Why,
+    attempt: _Attempt,
+    first_only: bool,
+) -> list[Candidate]:
+    """The layouts without a pipeline (data, tensor and context parallel) that fit, smallest
+    tensor size first; `first_only`: the first one."""
+    out: list[Candidate] = []
+    for t in tensors:
+        for c in contexts:
+            if manifest.cluster.gpus % (t * c):
+                why.append(f"tensor {t} x context {c} does not divide the GPUs")
+                continue
+            base = sizing.Strategy("none", t, 1, _expert_size(manifest, t, 1, settings), c, 1, 1)
+            found = _fit(manifest, base, settings, why, attempt)
+            if found is not None:
+                out.append(found)
+                if first_only:
+                    return out
+    return out
+
+
+def _chosen(
+    manifest: Manifest,
+    pipelined: list[Candidate],
+    flat: list[Candidate],
+    settings: Mapping[str, Any],
+    notes: list[str],
+) -> SearchResult:
+    """The fastest of the pipelined layouts of one schedule and the layouts without a pipeline
+    (ZeRO-3), with a note, both step times in it, when the latter wins."""
+    chosen = _fastest(manifest, pipelined + flat, settings)
+    if chosen.strategy.schedule == "none":
+        s = chosen.strategy
+        ours = perf.predicted(manifest, s, chosen.micro_batch_size)
+        best = _fastest(manifest, pipelined, settings) if pipelined else None
+        other = best and perf.predicted(manifest, best.strategy, best.micro_batch_size)
+        why = "the step-time model expects the fastest step"
+        if ours and other and best:
+            against = (
+                f"{ours.step_time_s:.3g} s a step against {other.step_time_s:.3g} s for the "
+                f"fastest {best.strategy.schedule} layout (TP {best.strategy.tensor}, PP "
+                f"{best.strategy.pipeline})"
+            )
+            why = (
+                f"{why} ({against})"
+                if ours.step_time_s <= other.step_time_s
+                else f"the step-time model expects {against}, within the policy's step-time "
+                "tolerance, where the shallower pipeline wins"
+            )
+        elif ours:
+            why = f"{why} ({ours.step_time_s:.3g} s a step)"
+        notes = [
+            *notes,
+            f"ZeRO-{manifest.training.zero_stage} shards the model states over the "
+            f"{sizing.data_parallel(manifest, s):,} data-parallel ranks: without a pipeline "
+            f"(TP {s.tensor}, CP {s.context}) {why}",
+        ]
+    return SearchResult(chosen, tuple(notes))
 
 
 def levers(manifest: Manifest) -> list[dict[str, Any]]:
@@ -548,7 +627,9 @@ def search(
             return found
         return _search(manifest, schedules, settings, pipeline_needed, False, sized, False)
 
-    if first_only:
+    if first_only and not (pipeline_needed and sharded_without_pipeline(manifest, settings)):
+        # (under ZeRO-3 a layout without a pipeline may win on step time: only the full
+        # search can tell which schedule the plan names)
         found = _SEARCHED.get(
             settings,
             (*key, True),
@@ -623,6 +704,11 @@ def _search(
                 f"no layout keeps the worst rank within {margin:.0%} of the usable memory "
                 f"({margin * usable / sizing.GIB:.1f} GiB); this one needs "
                 f"{worst / sizing.GIB:.1f} of {usable / sizing.GIB:.1f} GiB"
+            )
+        if pipeline_needed and not needed:
+            notes.append(
+                "with that change the whole training state fits one GPU: data parallelism "
+                "only, no pipeline"
             )
         return SearchResult(found.candidate, tuple(notes), said, tuple(changes.items()))
     assert as_written is not None
