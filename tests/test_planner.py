@@ -457,9 +457,17 @@ def test_ep_times_tp_not_dividing_the_ranks_is_planned_not_an_internal_error(
 
 def small_dense(tmp_path: Path, policies: Policies, **training: Any) -> Plan:
     """examples/small-dense.yaml with full recompute (small activations: every micro-batch size
-    fits) and the given training keys."""
+    fits) and the given training keys, planned with a pipeline (`pipelined`: at full recompute
+    TP 2 alone is faster, and these tests are about the pipeline's M)."""
     doc = merged(example("small-dense"), {"training": {"activation_recompute": "full", **training}})
-    return plan_of(write(tmp_path, doc), policies)
+    return plan_of(write(tmp_path, doc), pipelined(tmp_path, policies))
+
+
+def pipelined(tmp_path: Path, policies: Policies) -> Policies:
+    """The shipped policies with no layout without a pipeline competing
+    (`unpipelined_max_params: 0`): for the tests of the pipeline's own mechanics on models that
+    TP or EP alone would fit."""
+    return _layered(tmp_path, policies, unpipelined_max_params=0)
 
 
 def test_unset_micro_batch_size_is_chosen_for_m_over_p_in_the_target_range(tmp_path, policies):
@@ -520,6 +528,7 @@ def test_dualpipe_gets_an_even_m_of_at_least_2p(tmp_path, policies):
     doc = YAML(typ="safe").load(HAND_MOE)
     doc["training"]["global_batch_size"] = 1088
     del doc["training"]["micro_batch_size"]
+    policies = pipelined(tmp_path, policies)  # EP alone fits it: TP 1 x EP 8, no pipeline
     plan = plan_of(write(tmp_path, doc), policies)
     assert (plan.schedule, plan.pipeline, plan.micro_batch_size, plan.microbatches) == (
         "dualpipe",
@@ -773,7 +782,8 @@ def test_memory_model_zero1_over_dp_without_dualpipe(tmp_path, policies):
     Rank 1, with the output layer: 2 x 3,610,612,736 + 418,296,448 = 7,639,521,920 of
     activations, and the fp32 logits 536,870,912 next to the overhead (other 2,147,483,648):
     19,814,824,576, the worst rank."""
-    plan = plan_of(write(tmp_path, HAND_MOE.replace("deepep", "nccl")), policies)
+    nccl = write(tmp_path, HAND_MOE.replace("deepep", "nccl"))
+    plan = plan_of(nccl, pipelined(tmp_path, policies))  # (EP alone fits it, faster)
     assert (plan.schedule, plan.pipeline) == ("zb1p", 2)
     assert [r.total for r in plan.memory.ranks] == [15_809_947_264, 19_814_824_576]
     assert plan.memory.worst.rank == 1
@@ -1059,7 +1069,7 @@ def test_under_zero3_a_layout_without_a_pipeline_competes_on_step_time(tmp_path,
     assert (plan.status, plan.schedule, plan.pipeline) == ("no-pipeline", "none", 1)
     assert not plan.outcome.facts["derived.model_fits_one_gpu"]
     sharded = [n for n in plan.notes if n.startswith("ZeRO-3 shards the model states")]
-    assert len(sharded) == 1 and re.search(r"s a step against .* s for the fastest", sharded[0])
+    assert len(sharded) == 1 and re.search(r"\d s against .* s for the fastest", sharded[0])
     page = render_markdown(plan, policies)
     assert "ZeRO-3 shards the training state over the data-parallel ranks" in page
     assert "fits one H100" not in page
@@ -1073,12 +1083,16 @@ def test_under_zero3_a_layout_without_a_pipeline_competes_on_step_time(tmp_path,
 
 
 def test_layouts_without_a_pipeline_are_policy_data(tmp_path, policies):
-    """The same run at ZeRO-1 is planned with a pipeline (switching the sharding changes the
-    framework's runtime: the page lists ZeRO-3 among the alternatives); at ZeRO-3 under a
-    policy whose `unpipelined_max_params` is below the model, too."""
-    zero1 = merged(MPT_70B, {"training": {"zero_stage": 1}})
-    assert plan_of(write(tmp_path, zero1, "zero1.yaml"), policies).status == "planned"
+    """The same run at ZeRO-1 cannot shard its states over the data-parallel ranks: without a
+    pipeline it needs tensor parallelism (TP 8 fits, at 2,048 tokens a sequence, and the
+    model finds it faster than any pipeline). Under a policy whose `unpipelined_max_params` is
+    below the model, both are planned with a pipeline."""
+    zero1 = write(tmp_path, merged(MPT_70B, {"training": {"zero_stage": 1}}), "zero1.yaml")
+    plan = plan_of(zero1, policies)
+    assert (plan.status, plan.unpipelined, plan.tensor) == ("no-pipeline", "parallel", 8)
+    assert plan_of(write(tmp_path, MPT_70B), policies).unpipelined == "sharded"
     capped = _layered(tmp_path, policies, unpipelined_max_params=50e9)
+    assert plan_of(zero1, capped).status == "planned"
     plan = plan_of(write(tmp_path, MPT_70B), capped)
     assert plan.status == "planned" and plan.pipeline > 1
     assert not [n for n in plan.notes if n.startswith("ZeRO-3 shards")]

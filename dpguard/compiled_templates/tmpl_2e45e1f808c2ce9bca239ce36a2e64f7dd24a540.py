@@ -65,7 +65,7 @@ def root(context, missing=missing):
     elif (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'status')) == 'no-pipeline'):
         pass
         yield '\n**Recommendation: no pipeline parallelism.** '
-        if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'zero_stage')) >= 3):
+        if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'unpipelined')) == 'sharded'):
             pass
             yield 'ZeRO-'
             yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'zero_stage')))
@@ -73,7 +73,14 @@ def root(context, missing=missing):
             yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb')))
             yield ' GiB per GPU of '
             yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb')))
-            yield ' GiB usable), so pipeline stages would only add bubble.'
+            yield ' GiB usable) and the step-time model finds no faster pipelined layout.'
+        elif (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'unpipelined')) == 'parallel'):
+            pass
+            yield 'The training state fits without a pipeline\n('
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb')))
+            yield ' GiB per GPU of '
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb')))
+            yield ' GiB usable) and the step-time model finds no faster pipelined layout.'
         else:
             pass
             yield 'The whole training state fits one '
@@ -94,6 +101,11 @@ def root(context, missing=missing):
             yield 'context parallel '
             yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'context')))
             yield ' x '
+        if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')) > 1):
+            pass
+            yield '(experts over '
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')))
+            yield ' ranks) '
         yield 'data parallelism over '
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel')))
         yield ' '
@@ -440,4 +452,4 @@ def root(context, missing=missing):
     yield '\n'
 
 blocks = {}
-debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=73&17=82&18=87&19=104&20=106&21=109&23=117&25=120&26=125&32=131&33=137&34=149&38=155&39=158&40=160&42=167&43=176&45=196&46=199&48=208&49=242&50=245&52=254&53=264&55=290&59=294&60=299&62=320&64=324&68=342&69=345&71=348&72=353&74=357&75=360&77=381&78=386&80=392&81=397&83=403&84=408&86=414&87=421&91=424&92=429&94=432&96=434'
+debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=73&17=80&18=89&19=94&20=116&21=118&22=121&24=129&26=132&27=137&33=143&34=149&35=161&39=167&40=170&41=172&43=179&44=188&46=208&47=211&49=220&50=254&51=257&53=266&54=276&56=302&60=306&61=311&63=332&65=336&69=354&70=357&72=360&73=365&75=369&76=372&78=393&79=398&81=404&82=409&84=415&85=420&87=426&88=433&92=436&93=441&95=444&97=446'

@@ -82,6 +82,10 @@ class Plan:
     simpler: str | None = None
     # the stated framework whose profile does not run the decision table's schedule
     excluded_by: str | None = None
+    # why a plan has no pipeline: "one-gpu" (the whole training state fits one GPU), "sharded"
+    # (ZeRO-3 over the data-parallel ranks) or "parallel" (tensor, context or expert
+    # parallelism alone), the fastest step; "" with a pipeline or refused
+    unpipelined: str = ""
     settings: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     policies: Policies | None = field(default=None, repr=False, compare=False)
     # What only a page shows (the schedule table, the policies' verdict on the plan's own
@@ -378,7 +382,10 @@ def make_plan(
     if c is None:
         status = "infeasible"
     elif status == "planned" and c.strategy.schedule == "none":
-        status = "no-pipeline"  # a lever, or ZeRO-3, made a pipeline unnecessary (the notes)
+        status = "no-pipeline"  # a lever, or the fastest layout has none (the notes say)
+    unpipelined = ""
+    if status == "no-pipeline":
+        unpipelined = "one-gpu" if fits_one else result.unpipelined
     schedule = c.strategy.schedule if c else None
     chosen = (
         _schedule_numbers(manifest, c.strategy, settings, schedule, c.micro_batch_size)
@@ -421,6 +428,7 @@ def make_plan(
         training_settings=result.training,
         strategy=c.strategy if c else None,
         excluded_by=excluded_by,
+        unpipelined=unpipelined,
         performance=performance,
         proposal_performance=_proposal_performance(manifest, outcome),
         simpler=simpler,

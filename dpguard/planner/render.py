@@ -199,6 +199,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "context": plan.context,
         "data_parallel": plan.data_parallel,
         "zero_stage": m.training.zero_stage,
+        "unpipelined": plan.unpipelined,
         "microbatches": plan.microbatches,
         "micro_batch_size": plan.micro_batch_size,
         "mbs_chosen": ("training", "micro_batch_size") not in m.source.keys,

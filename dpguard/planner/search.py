@@ -60,6 +60,10 @@ class SearchResult:
     notes: tuple[str, ...]  # why the search chose what it chose (printed in the plan)
     changes: tuple[str, ...] = ()  # training settings the plan switches, as `key: value`
     training: tuple[tuple[str, Any], ...] = ()  # the same as Training field changes
+    # why a plan of a model that needs a pipeline has none: "one-gpu" (a lever made the whole
+    # training state fit one GPU), "sharded" (ZeRO-3 over the data-parallel ranks) or
+    # "parallel" (tensor, context or expert parallelism alone), the fastest step
+    unpipelined: str = ""
 
 
 def _divisors(n: int) -> list[int]:
@@ -68,17 +72,26 @@ def _divisors(n: int) -> list[int]:
 
 
 def _mbs_choices(
-    manifest: Manifest, dp: int, s: sizing.Strategy, settings: Mapping[str, Any]
+    manifest: Manifest,
+    dp: int,
+    s: sizing.Strategy,
+    settings: Mapping[str, Any],
+    competing: bool = False,
 ) -> list[int]:
     """Micro-batch sizes to try, best first. A size the manifest writes is the only choice, and
-    so is the manifest's (default 1) without a pipeline: there is no bubble to amortise, and
-    it is the size at which the policies found the model fits one GPU (HR004)."""
+    so is the manifest's (default 1) without a pipeline for a model that fits one GPU: there is
+    no bubble to amortise, and it is the size at which the policies found the model fits one
+    GPU (HR004). A layout without a pipeline `competing` with pipelined ones takes the largest
+    size that fits (fuller GEMMs, fewer ZeRO-3 gathers), as theirs are chosen for them."""
     gbs = manifest.training.global_batch_size
     if gbs % dp:
         return []
-    if ("training", "micro_batch_size") in manifest.source.keys or s.schedule == "none":
+    written = ("training", "micro_batch_size") in manifest.source.keys
+    if written or (s.schedule == "none" and not competing):
         mbs = manifest.training.micro_batch_size
         return [mbs] if (gbs // dp) % mbs == 0 else []
+    if s.schedule == "none":
+        return _divisors(gbs // dp)[::-1]
     target = settings["planner"]["microbatches_per_rank"]
     lo, hi = target["min"], target["max"]
 
@@ -173,6 +186,7 @@ def _fit(
     settings: Mapping[str, Any],
     why: _Why,
     attempt: _Attempt,
+    competing: bool = False,
 ) -> Candidate | None:
     """The best micro-batch size at which `base` runs and fits `attempt.limit`; otherwise
     appends one reason to `why`: the memory of the smallest stage that ran (the closest to
@@ -189,7 +203,7 @@ def _fit(
             )
             return None
     dp = sizing.data_parallel(manifest, base)
-    choices = _mbs_choices(manifest, dp, base, settings)
+    choices = _mbs_choices(manifest, dp, base, settings, competing)
     choices_min = min(choices, default=0)
     if not choices:
         why.append(f"the global batch does not divide over DP {dp} at P = {base.pipeline}")
@@ -428,16 +442,19 @@ def _search_layout(
     virtual = p.virtual_stages if p is not None else 1
     why: _Why = []
     if not pipeline_needed:
-        found = _unpipelined(manifest, tensors, (context,), settings, why, attempt, True)
+        found = _unpipelined(manifest, tensors, (context,), settings, why, attempt, False)
         if found:
             return SearchResult(found[0], tuple(notes))
         reason = _last(why) or "no tensor-parallel size is possible"
         return SearchResult(None, (*notes, f"without a pipeline nothing fits: {reason}"))
     flat = (
-        _unpipelined(manifest, tensors, contexts, settings, [], attempt, first_only)
-        if sharded_without_pipeline(manifest, settings)
+        _unpipelined(manifest, tensors, contexts, settings, [], attempt, True)
+        if unpipelined_allowed(manifest, settings)
         else []
     )
+    # which schedule the plan names then depends on the step times: the first pipelined
+    # layout that fits no longer tells
+    first_only = first_only and not flat
     for schedule in schedules:
         why = []
         found_all = (
@@ -469,17 +486,15 @@ def _search_layout(
     return SearchResult(None, tuple(notes))
 
 
-def sharded_without_pipeline(manifest: Manifest, settings: Mapping[str, Any]) -> bool:
-    """Whether layouts without a pipeline compete with the pipelined ones: under ZeRO-3 / FSDP
-    the data-parallel ranks shard the model states, so a model that fits no single GPU may fit
-    without any pipeline (MosaicML's MPT, OPT-175B with TP 8), up to the policy's
+def unpipelined_allowed(manifest: Manifest, settings: Mapping[str, Any]) -> bool:
+    """Whether layouts without a pipeline compete with the pipelined ones for a model that
+    fits no single GPU: tensor parallelism up to the scale-up domain (Narayanan et al. 2021
+    §3.3: a pipeline only beyond it; their 18.4B and Korthikanti's 22B run at TP 8 alone),
+    expert parallelism, or ZeRO-3 / FSDP over the data-parallel ranks (MosaicML's MPT,
+    OPT-175B with TP 8) may fit it without one, up to the policy's
     `planner.unpipelined_max_params` (no published run beyond it trains without one)."""
     cap = settings["planner"].get("unpipelined_max_params")
-    return (
-        manifest.training.zero_stage >= 3
-        and cap is not None
-        and manifest.model.total_params <= float(cap)
-    )
+    return cap is not None and manifest.model.total_params <= float(cap)
 
 
 def _unpipelined(
@@ -489,10 +504,12 @@ def _unpipelined(
     settings: Mapping[str, Any],
     why: _Why,
     attempt: _Attempt,
-    first_only: bool,
+    competing: bool,
 ) -> list[Candidate]:
     """The layouts without a pipeline (data, tensor and context parallel) that fit, smallest
-    tensor size first; `first_only`: the first one."""
+    tensor size first. `competing` with pipelined layouts: every one, each at the largest
+    micro-batch that fits; otherwise (the model needs no pipeline) the first one, at the
+    manifest's micro-batch size."""
     out: list[Candidate] = []
     for t in tensors:
         for c in contexts:
@@ -500,10 +517,10 @@ def _unpipelined(
                 why.append(f"tensor {t} x context {c} does not divide the GPUs")
                 continue
             base = sizing.Strategy("none", t, 1, _expert_size(manifest, t, 1, settings), c, 1, 1)
-            found = _fit(manifest, base, settings, why, attempt)
+            found = _fit(manifest, base, settings, why, attempt, competing)
             if found is not None:
                 out.append(found)
-                if first_only:
+                if not competing:
                     return out
     return out
 
@@ -515,36 +532,38 @@ def _chosen(
     settings: Mapping[str, Any],
     notes: list[str],
 ) -> SearchResult:
-    """The fastest of the pipelined layouts of one schedule and the layouts without a pipeline
-    (ZeRO-3), with a note, both step times in it, when the latter wins."""
-    chosen = _fastest(manifest, pipelined + flat, settings)
-    if chosen.strategy.schedule == "none":
-        s = chosen.strategy
-        ours = perf.predicted(manifest, s, chosen.micro_batch_size)
-        best = _fastest(manifest, pipelined, settings) if pipelined else None
-        other = best and perf.predicted(manifest, best.strategy, best.micro_batch_size)
-        why = "the step-time model expects the fastest step"
-        if ours and other and best:
-            against = (
-                f"{ours.step_time_s:.3g} s a step against {other.step_time_s:.3g} s for the "
-                f"fastest {best.strategy.schedule} layout (TP {best.strategy.tensor}, PP "
-                f"{best.strategy.pipeline})"
-            )
-            why = (
-                f"{why} ({against})"
-                if ours.step_time_s <= other.step_time_s
-                else f"the step-time model expects {against}, within the policy's step-time "
-                "tolerance, where the shallower pipeline wins"
-            )
-        elif ours:
-            why = f"{why} ({ours.step_time_s:.3g} s a step)"
-        notes = [
-            *notes,
-            f"ZeRO-{manifest.training.zero_stage} shards the model states over the "
-            f"{sizing.data_parallel(manifest, s):,} data-parallel ranks: without a pipeline "
-            f"(TP {s.tensor}, CP {s.context}) {why}",
-        ]
-    return SearchResult(chosen, tuple(notes))
+    """The fastest pipelined layout of one schedule, or the fastest layout without a pipeline
+    when the step-time model expects it to be faster still (with a note, both step times in
+    it). Dropping the pipeline reshapes the whole job, so it takes a predicted gain: within the
+    tolerance that decides among pipelined layouts, the pipeline stays (published 70B runs
+    pipeline where the model calls TP 8 alone a tie)."""
+    best = _fastest(manifest, pipelined, settings) if pipelined else None
+    alone = _fastest(manifest, flat, settings) if flat else None
+    if alone is None:
+        assert best is not None
+        return SearchResult(best, tuple(notes))
+    s = alone.strategy
+    ours = perf.predicted(manifest, s, alone.micro_batch_size)
+    other = best and perf.predicted(manifest, best.strategy, best.micro_batch_size)
+    if best is not None and not (ours and other and ours.step_time_s < other.step_time_s):
+        return SearchResult(best, tuple(notes))
+    why = "the step-time model expects the fastest step"
+    if ours and other and best:
+        why += (
+            f" ({ours.step_time_s:.3g} s against {other.step_time_s:.3g} s for the fastest "
+            f"{best.strategy.schedule} layout, TP {best.strategy.tensor}, PP "
+            f"{best.strategy.pipeline})"
+        )
+    elif ours:
+        why += f" ({ours.step_time_s:.3g} s; no pipelined layout fits)"
+    sizes = f"TP {s.tensor}, CP {s.context}" + (f", EP {s.expert}" if s.expert > 1 else "")
+    fits, reason = f"the model fits without a pipeline ({sizes})", "parallel"
+    zero = manifest.training.zero_stage
+    if zero >= 3:
+        ranks = sizing.data_parallel(manifest, s)
+        fits = f"ZeRO-{zero} shards the model states over the {ranks:,} data-parallel ranks: {fits}"
+        reason = "sharded"
+    return SearchResult(alone, (*notes, f"{fits}: {why}"), unpipelined=reason)
 
 
 def levers(manifest: Manifest) -> list[dict[str, Any]]:
@@ -627,9 +646,7 @@ def search(
             return found
         return _search(manifest, schedules, settings, pipeline_needed, False, sized, False)
 
-    if first_only and not (pipeline_needed and sharded_without_pipeline(manifest, settings)):
-        # (under ZeRO-3 a layout without a pipeline may win on step time: only the full
-        # search can tell which schedule the plan names)
+    if first_only:
         found = _SEARCHED.get(
             settings,
             (*key, True),
@@ -705,12 +722,16 @@ def _search(
                 f"({margin * usable / sizing.GIB:.1f} GiB); this one needs "
                 f"{worst / sizing.GIB:.1f} of {usable / sizing.GIB:.1f} GiB"
             )
+        unpipelined = found.unpipelined
         if pipeline_needed and not needed:
             notes.append(
                 "with that change the whole training state fits one GPU: data parallelism "
                 "only, no pipeline"
             )
-        return SearchResult(found.candidate, tuple(notes), said, tuple(changes.items()))
+            unpipelined = "one-gpu"
+        return SearchResult(
+            found.candidate, tuple(notes), said, tuple(changes.items()), unpipelined
+        )
     assert as_written is not None
     if first_only:
         # only whether something fits: 1F1B, the last resort, or nothing (and then `search`

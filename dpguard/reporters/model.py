@@ -249,15 +249,15 @@ def plan_summary(plan: Plan) -> str:
     if plan.status == "infeasible":
         return "no feasible pipeline plan (" + "; ".join(plan.notes) + ")"
     if plan.status in ("refused", "no-pipeline"):
-        why = "the model fits one GPU"
-        if plan.status == "refused":
-            why = "refused"
-        elif plan.manifest.training.zero_stage >= 3 and not plan.outcome.facts.get(
-            "derived.model_fits_one_gpu"
-        ):
-            why = f"ZeRO-{plan.manifest.training.zero_stage} shards the model states"
-        context = f" x context {plan.context}" if plan.context > 1 else ""
-        return f"no pipeline ({why}): tensor {plan.tensor}{context} x data {plan.data_parallel}"
+        why = {
+            "one-gpu": "the model fits one GPU",
+            "sharded": f"ZeRO-{plan.manifest.training.zero_stage} shards the model states",
+            "parallel": "the model fits without one",
+        }.get(plan.unpipelined, "refused")
+        sizes = f"tensor {plan.tensor}"
+        sizes += f" x context {plan.context}" if plan.context > 1 else ""
+        sizes += f" x expert {plan.expert}" if plan.expert > 1 else ""
+        return f"no pipeline ({why}): {sizes} x data {plan.data_parallel}"
     chosen, baseline = plan.numbers(plan.schedule), plan.numbers("1f1b")
     text = (
         f"{plan.schedule} P={plan.pipeline} M={plan.microbatches} T={plan.tensor} "
