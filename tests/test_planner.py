@@ -1096,3 +1096,23 @@ def test_layouts_without_a_pipeline_are_policy_data(tmp_path, policies):
     plan = plan_of(write(tmp_path, MPT_70B), capped)
     assert plan.status == "planned" and plan.pipeline > 1
     assert not [n for n in plan.notes if n.startswith("ZeRO-3 shards")]
+
+
+def test_the_rollback_target_is_a_schedule_the_framework_runs(tmp_path, policies):
+    """The policy's chain dualpipe -> dualpipev -> zb1p -> 1f1b is followed down to the first
+    schedule the stated framework runs: torchtitan runs DualPipeV but not ZB-H1, so a
+    DualPipeV plan rolls back to 1F1B there; with no framework named, to ZB-H1."""
+    from dpguard.planner.plan import _simpler
+
+    settings = policies.settings
+    named = write(tmp_path, merged(MPT_70B, {"training": {"framework": "torchtitan"}}))
+    manifest = check_file(str(named), None, policies).manifest
+    assert _simpler(manifest, "dualpipev", settings, None) == "1f1b"
+    assert _simpler(manifest, "dualpipe", settings, None) == "dualpipev"
+    assert _simpler(manifest, "interleaved-1f1b", settings, None) == "1f1b"
+    assert _simpler(manifest, "1f1b", settings, None) is None
+    anyone = write(tmp_path, merged(MPT_70B, {"training": {"framework": None}}), "any.yaml")
+    manifest = check_file(str(anyone), None, policies).manifest
+    assert _simpler(manifest, "dualpipev", settings, None) == "zb1p"
+    # `plan --emit`'s schedules decide when given
+    assert _simpler(manifest, "dualpipev", settings, ("1f1b", "dualpipev")) == "1f1b"

@@ -345,39 +345,14 @@ def make_plan(
     settings = policies.settings
     refused = outcome.schedule == "none"
     fits_one, order, excluded_by, pipeline_needed = _search_space(manifest, outcome, schedules)
-    framework_notes = []
-    if excluded_by is not None:
-        # no advice the team cannot follow: the plan (and ADV003's comparison) use the best
-        # schedule the framework runs, and the page says why
-        profile = profiles.profile(excluded_by)
-        framework_notes.append(
-            f"the decision table recommends {outcome.schedule}, which {profile.title} does not "
-            f"run (policies/frameworks/{profile.name}.yaml: {', '.join(profile.schedules)}); "
-            "planned with the best schedule it runs"
-        )
     result = search(manifest, order, settings, pipeline_needed)
     if result.training:  # the plan switched recompute or SP: judge and price it that way
         manifest = replace(manifest, training=replace(manifest.training, **dict(result.training)))
-    notes = framework_notes + list(result.notes)
+    c = result.candidate
+    notes = [*_framework_note(outcome, excluded_by), *result.notes]
     if fits_one and not refused:
         notes.append("the whole training state fits one GPU: data parallelism only, no pipeline")
-    c = result.candidate
-    cluster = manifest.cluster
-    if (
-        c
-        and sizing.data_parallel(manifest, c.strategy) == 1
-        and cluster.gpus > cluster.gpus_per_node
-    ):
-        gbs = manifest.training.global_batch_size
-        why = (
-            f"the global batch of {gbs:,} shares no factor with the {cluster.gpus:,} GPUs (X028)"
-            if math.gcd(gbs, cluster.gpus) == 1
-            else "no layout with more replicas fits"
-        )
-        notes.append(
-            f"data parallelism is 1: all {cluster.gpus:,} GPUs form one tensor x pipeline "
-            f"group, because {why}"
-        )
+    notes.extend(_replica_note(manifest, c))
     status = "refused" if refused else ("no-pipeline" if not pipeline_needed else "planned")
     if c is None:
         status = "infeasible"
@@ -386,55 +361,147 @@ def make_plan(
     unpipelined = ""
     if status == "no-pipeline":
         unpipelined = "one-gpu" if fits_one else result.unpipelined
-    schedule = c.strategy.schedule if c else None
-    chosen = (
-        _schedule_numbers(manifest, c.strategy, settings, schedule, c.micro_batch_size)
-        if c and schedule in SCHEDULES
-        else None
-    )
-    simpler = settings["rollback"]["simpler"].get(schedule) if schedule else None
-    performance = predicted(manifest, c.strategy, c.micro_batch_size) if c else None
+    if c is None:
+        return _infeasible(manifest, outcome, policies, status, tuple(notes), excluded_by)
+    s, schedule = c.strategy, c.strategy.schedule
+    performance = predicted(manifest, s, c.micro_batch_size)
     threshold = expected = None
-    if performance is not None and chosen and chosen.bubble is not None:
-        # The user's metric, aggregate GPU utilisation, read as model-FLOPs utilisation from the
-        # logged step time (docs/planner.md "Rollback trigger"): the plan expects the model's
-        # MFU; below the low end of its calibrated band the plan's premise does not hold.
-        expected = 100 * performance.mfu
-        threshold = expected * performance.low / performance.tokens_per_s_per_gpu
+    if performance is not None and schedule in SCHEDULES:
+        chosen = _schedule_numbers(manifest, s, settings, schedule, c.micro_batch_size)
+        if chosen.bubble is not None:
+            # The user's metric, aggregate GPU utilisation, read as model-FLOPs utilisation from
+            # the logged step time (docs/planner.md "Rollback trigger"): the plan expects the
+            # model's MFU; below the low end of its calibrated band its premise does not hold.
+            expected = 100 * performance.mfu
+            threshold = expected * performance.low / performance.tokens_per_s_per_gpu
     return Plan(
         manifest=manifest,
         outcome=outcome,
         status=status,
         schedule=schedule,
-        tensor=c.strategy.tensor if c else 0,
-        pipeline=c.strategy.pipeline if c else 0,
-        expert=c.strategy.expert if c else 0,
-        context=c.strategy.context if c else 0,
-        data_parallel=sizing.data_parallel(manifest, c.strategy) if c else 0,
-        microbatches=c.strategy.microbatches if c else 0,
-        micro_batch_size=c.micro_batch_size if c else 0,
-        memory=c.memory if c else None,
+        tensor=s.tensor,
+        pipeline=s.pipeline,
+        expert=s.expert,
+        context=s.context,
+        data_parallel=sizing.data_parallel(manifest, s),
+        microbatches=s.microbatches,
+        micro_batch_size=c.micro_batch_size,
+        memory=c.memory,
         memory_limit_gb=sizing.usable_bytes(manifest, settings) / sizing.GIB,
         ideal_gpu_hours=sizing.ideal_gpu_hours(manifest, settings),
         efficiency=sizing.efficiency(manifest, settings),
-        op_times=_op_seconds(manifest, c, settings) if c and schedule != "none" else {},
-        kernel=_kernel(manifest, c.strategy.tensor, c.strategy.expert, settings)
-        if c
-        else Kernel("none", "", ""),
+        op_times=_op_seconds(manifest, c, settings) if schedule != "none" else {},
+        kernel=_kernel(manifest, s.tensor, s.expert, settings),
         rollback_threshold=threshold,
         expected_utilization=expected,
         notes=tuple(notes),
         training_changes=result.changes,
         training_settings=result.training,
-        strategy=c.strategy if c else None,
+        strategy=s,
         excluded_by=excluded_by,
         unpipelined=unpipelined,
         performance=performance,
         proposal_performance=_proposal_performance(manifest, outcome),
-        simpler=simpler,
+        simpler=_simpler(manifest, schedule, settings, schedules),
         settings=settings,
         policies=policies,
     )
+
+
+def _infeasible(
+    manifest: Manifest,
+    outcome: Outcome,
+    policies: Policies,
+    status: str,
+    notes: tuple[str, ...],
+    excluded_by: str | None,
+) -> Plan:
+    """The plan when no layout fits: the notes say why and what would make one fit."""
+    settings = policies.settings
+    return Plan(
+        manifest=manifest,
+        outcome=outcome,
+        status=status,
+        schedule=None,
+        tensor=0,
+        pipeline=0,
+        expert=0,
+        context=0,
+        data_parallel=0,
+        microbatches=0,
+        micro_batch_size=0,
+        memory=None,
+        memory_limit_gb=sizing.usable_bytes(manifest, settings) / sizing.GIB,
+        ideal_gpu_hours=sizing.ideal_gpu_hours(manifest, settings),
+        efficiency=sizing.efficiency(manifest, settings),
+        op_times={},
+        kernel=Kernel("none", "", ""),
+        rollback_threshold=None,
+        expected_utilization=None,
+        notes=notes,
+        excluded_by=excluded_by,
+        proposal_performance=_proposal_performance(manifest, outcome),
+        settings=settings,
+        policies=policies,
+    )
+
+
+def _framework_note(outcome: Outcome, excluded_by: str | None) -> list[str]:
+    """No advice the team cannot follow: when the stated framework does not run the decision
+    table's schedule, the plan (and ADV003's comparison) use the best one it runs, and the
+    page says why."""
+    if excluded_by is None:
+        return []
+    profile = profiles.profile(excluded_by)
+    return [
+        f"the decision table recommends {outcome.schedule}, which {profile.title} does not "
+        f"run (policies/frameworks/{profile.name}.yaml: {', '.join(profile.schedules)}); "
+        "planned with the best schedule it runs"
+    ]
+
+
+def _replica_note(manifest: Manifest, c: Candidate | None) -> list[str]:
+    """Why a multi-node plan has a single data-parallel replica, when it does."""
+    cluster = manifest.cluster
+    if (
+        c is None
+        or sizing.data_parallel(manifest, c.strategy) != 1
+        or cluster.gpus <= cluster.gpus_per_node
+    ):
+        return []
+    gbs = manifest.training.global_batch_size
+    why = (
+        f"the global batch of {gbs:,} shares no factor with the {cluster.gpus:,} GPUs (X028)"
+        if math.gcd(gbs, cluster.gpus) == 1
+        else "no layout with more replicas fits"
+    )
+    return [
+        f"data parallelism is 1: all {cluster.gpus:,} GPUs form one tensor x pipeline "
+        f"group, because {why}"
+    ]
+
+
+def _simpler(
+    manifest: Manifest,
+    schedule: str,
+    settings: Mapping[str, Any],
+    schedules: tuple[str, ...] | None,
+) -> str | None:
+    """The schedule to roll back to: the policy's simpler one (`rollback.simpler`), followed
+    down its chain to the first the job's framework runs (the stated profile's, or
+    `schedules`), so that the trigger never asks for what the team cannot launch."""
+    runs: tuple[str, ...] | None = schedules
+    if runs is None and manifest.runtime.stated:
+        runs = profiles.profile(manifest.runtime.profile).schedules
+    chain = settings["rollback"]["simpler"]
+    simpler = chain.get(schedule)
+    seen = {schedule}
+    while simpler is not None and runs is not None and simpler not in runs:
+        if simpler in seen:  # a cycle in the policy's chain: no runnable target
+            return None
+        seen.add(simpler)
+        simpler = chain.get(simpler)
+    return simpler
 
 
 def judge_schedules(plan: Plan, policies: Policies) -> dict[str, tuple[str, ...]]:

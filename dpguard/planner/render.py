@@ -8,6 +8,7 @@ loaded or rendered is dpguard's configuration being broken: ConfigError, exit 2.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -161,22 +162,6 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         else 1
     )
     params = memory.parameters if memory else 0
-    assumptions = [
-        f"compute: 6 x {thousands(m.model.active_params)} active parameters x "
-        f"{format_quantity(m.training.tokens)} tokens at {m.cluster.peak_tflops_bf16:g} TFLOP/s "
-        f"dense BF16 peak x {plan.efficiency:.0%} "
-        f"non-bubble efficiency = {thousands(plan.ideal_gpu_hours)} GPU-hours with no bubble",
-    ]
-    if plan.op_times:
-        ratios = settings["op_time_ratios"]
-        ms = {k: f"{v * 1000:.2f} ms" for k, v in plan.op_times.items()}
-        assumptions.append(
-            f"op times per stage chunk: F {ms['forward']}, B {ms['backward']}, W {ms['weight']}, "
-            f"F&B {ms['overlapped']} (B/F = {ratios['backward']:g}, W/F = {ratios['weight']:g}, "
-            f"F&B/F = {ratios['overlapped']:g}; no communication time modelled)"
-        )
-    if plan.memory is not None:
-        assumptions += list(plan.memory.assumptions)
     return {
         "name": m.name,
         "description": m.description or "",
@@ -207,15 +192,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "m_over_p": f"{plan.microbatches / plan.pipeline:.2f}" if plan.pipeline else "n/a",
         "m_over_p_in_range": bool(plan.pipeline)
         and target["min"] <= plan.microbatches / plan.pipeline <= target["max"],
-        "memory": {
-            "total_gb": _gb(memory.total) if memory else "n/a",
-            "low_gb": _gb(memory.low) if memory else "n/a",
-            "high_gb": _gb(memory.high) if memory else "n/a",
-            "activations_gb": _gb(memory.activations) if memory else "n/a",
-            "replication_gb": _gb(memory.replica) if memory else "n/a",
-            "limit_gb": f"{plan.memory_limit_gb:.1f}",
-            "worst": memory.gib() if memory else None,
-        },
+        "memory": _memory(plan),
         "params_per_gpu": f"{params / 1e9:.2f}B",
         "param_density": f"{params / m.model.total_params:.2%}" if params else "n/a",
         "kernel": {"kernel": plan.kernel.kernel, "requires": plan.kernel.requires},
@@ -252,8 +229,52 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         ],
         "saved": _saved(plan),
         "mfu_definition": _mfu_definition(plan),
-        "assumptions": assumptions,
+        "assumptions": _assumptions(plan, settings),
         "policies": policy_line(policies).removeprefix("policies: "),
+        **_rollback(plan, settings),
+    }
+
+
+def _memory(plan: Plan) -> dict[str, Any]:
+    """The worst rank's memory as the page prints it ("n/a" without a layout)."""
+    memory = plan.memory.worst if plan.memory else None
+    return {
+        "total_gb": _gb(memory.total) if memory else "n/a",
+        "low_gb": _gb(memory.low) if memory else "n/a",
+        "high_gb": _gb(memory.high) if memory else "n/a",
+        "activations_gb": _gb(memory.activations) if memory else "n/a",
+        "replication_gb": _gb(memory.replica) if memory else "n/a",
+        "limit_gb": f"{plan.memory_limit_gb:.1f}",
+        "worst": memory.gib() if memory else None,
+    }
+
+
+def _assumptions(plan: Plan, settings: Mapping[str, Any]) -> list[str]:
+    """What the plan's numbers assume: the compute, the op times fed to the simulator, the
+    memory model's own assumptions."""
+    m = plan.manifest
+    assumptions = [
+        f"compute: 6 x {thousands(m.model.active_params)} active parameters x "
+        f"{format_quantity(m.training.tokens)} tokens at {m.cluster.peak_tflops_bf16:g} TFLOP/s "
+        f"dense BF16 peak x {plan.efficiency:.0%} "
+        f"non-bubble efficiency = {thousands(plan.ideal_gpu_hours)} GPU-hours with no bubble",
+    ]
+    if plan.op_times:
+        ratios = settings["op_time_ratios"]
+        ms = {k: f"{v * 1000:.2f} ms" for k, v in plan.op_times.items()}
+        assumptions.append(
+            f"op times per stage chunk: F {ms['forward']}, B {ms['backward']}, W {ms['weight']}, "
+            f"F&B {ms['overlapped']} (B/F = {ratios['backward']:g}, W/F = {ratios['weight']:g}, "
+            f"F&B/F = {ratios['overlapped']:g}; no communication time modelled)"
+        )
+    if plan.memory is not None:
+        assumptions += list(plan.memory.assumptions)
+    return assumptions
+
+
+def _rollback(plan: Plan, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The rollback paragraph's numbers."""
+    return {
         "rollback_steps": settings["rollback"]["steps"],
         "rollback_to": plan.rollback_to,
         "rollback_threshold": plan.rollback_threshold,

@@ -700,38 +700,8 @@ def _search(
             as_written = found
         if found.candidate is None:
             continue
-        notes = list(found.notes)
-        said = _describe(changes)
-        if said:
-            if ("training", "recompute_modules") in manifest.source.keys and (
-                changes.get("activation_recompute") == "full"
-            ):
-                said = (*said, "recompute_modules removed")
-            where = (
-                f"within {margin:.0%} of the usable memory ({share * usable / sizing.GIB:.1f} GiB)"
-                if share < 1.0
-                else "the usable memory"
-            )
-            notes.append(
-                f"as written, no layout fits {where}; the plan switches " + ", ".join(said)
-            )
-        if share > margin:
-            worst = found.candidate.memory.worst.total
-            notes.append(
-                f"no layout keeps the worst rank within {margin:.0%} of the usable memory "
-                f"({margin * usable / sizing.GIB:.1f} GiB); this one needs "
-                f"{worst / sizing.GIB:.1f} of {usable / sizing.GIB:.1f} GiB"
-            )
-        unpipelined = found.unpipelined
-        if pipeline_needed and not needed:
-            notes.append(
-                "with that change the whole training state fits one GPU: data parallelism "
-                "only, no pipeline"
-            )
-            unpipelined = "one-gpu"
-        return SearchResult(
-            found.candidate, tuple(notes), said, tuple(changes.items()), unpipelined
-        )
+        lever_fits_one = pipeline_needed and not needed
+        return _found(manifest, found, changes, share, margin, usable, lever_fits_one)
     assert as_written is not None
     if first_only:
         # only whether something fits: 1F1B, the last resort, or nothing (and then `search`
@@ -766,6 +736,48 @@ def _search(
             )
     notes.extend(_fewest_gpus(manifest, settings, pipeline_needed, steps[-1]))
     return SearchResult(None, tuple(notes))
+
+
+def _found(
+    manifest: Manifest,
+    found: SearchResult,
+    changes: Mapping[str, Any],
+    share: float,
+    margin: float,
+    usable: float,
+    lever_fits_one: bool,
+) -> SearchResult:
+    """The search's result for the pass that found a layout (its lever `changes`, its share of
+    the `usable` memory), with the notes that say what the plan switched and gave up."""
+    assert found.candidate is not None
+    notes = list(found.notes)
+    said = _describe(dict(changes))
+    if said:
+        if ("training", "recompute_modules") in manifest.source.keys and (
+            changes.get("activation_recompute") == "full"
+        ):
+            said = (*said, "recompute_modules removed")
+        where = (
+            f"within {margin:.0%} of the usable memory ({share * usable / sizing.GIB:.1f} GiB)"
+            if share < 1.0
+            else "the usable memory"
+        )
+        notes.append(f"as written, no layout fits {where}; the plan switches " + ", ".join(said))
+    if share > margin:
+        worst = found.candidate.memory.worst.total
+        notes.append(
+            f"no layout keeps the worst rank within {margin:.0%} of the usable memory "
+            f"({margin * usable / sizing.GIB:.1f} GiB); this one needs "
+            f"{worst / sizing.GIB:.1f} of {usable / sizing.GIB:.1f} GiB"
+        )
+    unpipelined = found.unpipelined
+    if lever_fits_one:
+        notes.append(
+            "with that change the whole training state fits one GPU: data parallelism only, "
+            "no pipeline"
+        )
+        unpipelined = "one-gpu"
+    return SearchResult(found.candidate, tuple(notes), said, tuple(changes.items()), unpipelined)
 
 
 def _switched(manifest: Manifest, changes: Mapping[str, Any]) -> Manifest:

@@ -123,43 +123,108 @@ def _item_bases(layout: Layout) -> list[list[list[int]]]:
 
 def run(layout: Layout, orders: Orders, times: OpTimes) -> Timeline:
     """Simulate `orders` on `layout`; raise DeadlockError / OrderError on generator bugs."""
-    ticks, scale = tick_table(times)
-    t_f, t_b, t_i, t_w, t_fb = ticks[F], ticks[B], ticks[I], ticks[W], ticks[FB]
-    ranks, last, mbs = layout.ranks, layout.stages - 1, layout.microbatches_per_pipe
-    size = layout.pipes * layout.stages * mbs
-    # Work item (pipe, stage, mb) has index (pipe*S + stage)*mbs + mb, so the same micro-batch
-    # one stage later is `mbs` further on. f_end/b_end hold the end tick of its F / its B or I
-    # (-1 = not yet). A rank blocked on f_end[i] parks under key i, on b_end[i] under size + i.
-    f_end = [-1] * size
-    b_end = [-1] * size
-    w_state = bytearray(size)  # 1: ran as I and owes a W; 2: its W ran
-    bases = _item_bases(layout)
+    sim = _Simulation(layout, orders, times)
+    stack = sim.stack
+    while stack:
+        sim.advance(stack.pop())
+    return sim.timeline()
 
-    pos = [0] * ranks
-    clock = [0] * ranks
-    busy = [0] * ranks
-    lives = [0] * ranks  # activations held: +1 at each F, -1 at each B or I (schedules.md s5)
-    peak = [0] * ranks
-    starts: list[list[int]] = [[] for _ in range(ranks)]
-    waiting: dict[int, list[int]] = {}
-    why: dict[int, int] = {}  # each parked rank's key, named (`_awaited`) only on a deadlock
-    stack = list(range(ranks - 1, -1, -1))
 
-    def bug(r: int, step: int, problem: str) -> OrderError:
-        op = orders[r][step]
+class _Simulation:
+    """The simulator's state. Work item (pipe, stage, mb) has index (pipe*S + stage)*mbs + mb,
+    so the same micro-batch one stage later is `mbs` further on. f_end/b_end hold the end tick
+    of its F / its B or I (-1 = not yet). A rank blocked on f_end[i] parks under key i, on
+    b_end[i] under size + i. `advance` is the hot loop: it reads the state through locals."""
+
+    __slots__ = (
+        "b_end",
+        "bases",
+        "busy",
+        "clock",
+        "consts",
+        "f_end",
+        "layout",
+        "lives",
+        "orders",
+        "peak",
+        "pos",
+        "scale",
+        "size",
+        "stack",
+        "starts",
+        "ticks",
+        "w_state",
+        "waiting",
+        "why",
+    )
+
+    def __init__(self, layout: Layout, orders: Orders, times: OpTimes) -> None:
+        self.ticks, self.scale = tick_table(times)
+        ranks = layout.ranks
+        self.layout, self.orders = layout, orders
+        self.size = size = layout.pipes * layout.stages * layout.microbatches_per_pipe
+        self.f_end = [-1] * size
+        self.b_end = [-1] * size
+        self.w_state = bytearray(size)  # 1: ran as I and owes a W; 2: its W ran
+        self.bases = _item_bases(layout)
+        self.pos = [0] * ranks
+        self.clock = [0] * ranks
+        self.busy = [0] * ranks
+        self.lives = [0] * ranks  # activations held: +1 at each F, -1 at each B or I (s5)
+        self.peak = [0] * ranks
+        self.starts: list[list[int]] = [[] for _ in range(ranks)]
+        self.waiting: dict[int, list[int]] = {}
+        self.why: dict[int, int] = {}  # each parked rank's key, named only on a deadlock
+        self.stack = list(range(ranks - 1, -1, -1))
+        t = self.ticks
+        # what `advance` reads on every wake-up, unpacked in one step
+        self.consts = (
+            (t[F], t[B], t[I], t[W], t[FB]),
+            (self.f_end, self.b_end, self.w_state, self.waiting, self.stack),
+            (size, layout.microbatches_per_pipe, layout.stages - 1),
+        )
+
+    def bug(self, r: int, step: int, problem: str) -> OrderError:
+        op = self.orders[r][step]
         return OrderError([f"rank {r} step {step}: {label(op)} {problem} (generator bug)"])
 
-    while stack:
-        r = stack.pop()
-        order, i, t, st, base = orders[r], pos[r], clock[r], starts[r], bases[r]
-        live, top, work = lives[r], peak[r], busy[r]
-        n_ops = len(order)
+    def paired(self, r: int, i: int, op: Op, ready: int) -> tuple[int, int, int]:
+        """An overlapped F&B's backward half: (ready, the key it waits on or -1, its item)."""
+        stage, mbs = op[5], self.layout.microbatches_per_pipe
+        b_item = self.bases[r][op[4]][stage]
+        if b_item < 0 or not 0 <= op[6] < mbs:
+            raise self.bug(r, i, "names a stage or micro-batch this rank does not hold")
+        b_item += op[6]
+        d = self.f_end[b_item]
+        if d < 0:
+            return ready, b_item, b_item
+        ready = max(ready, d)
+        if stage < self.layout.stages - 1:
+            d = self.b_end[b_item + mbs]
+            if d < 0:
+                return ready, self.size + b_item + mbs, b_item
+            ready = max(ready, d)
+        return ready, -1, b_item
+
+    def advance(self, r: int) -> None:
+        """Run rank `r`'s ops until one waits on an unfinished dependency (it parks)."""
+        (t_f, t_b, t_i, t_w, t_fb), (f_end, b_end, w_state, waiting, stack), sizes = self.consts
+        size, mbs, last = sizes
+        order, i, t, st, base = (
+            self.orders[r],
+            self.pos[r],
+            self.clock[r],
+            self.starts[r],
+            self.bases[r],
+        )
+        live, top, work = self.lives[r], self.peak[r], self.busy[r]
+        b_item, n_ops = 0, len(order)
         while i < n_ops:
             op = order[i]
             kind = op[0]
             item = base[op[1]][op[2]]
             if item < 0 or not 0 <= op[3] < mbs:
-                raise bug(r, i, "names a stage or micro-batch this rank does not hold")
+                raise self.bug(r, i, "names a stage or micro-batch this rank does not hold")
             item += op[3]
             ready = t
             wait = -1
@@ -171,22 +236,7 @@ def run(layout: Layout, orders: Orders, times: OpTimes) -> Timeline:
                     elif d > ready:
                         ready = d
                 if kind == FB and wait < 0:
-                    stage = op[5]
-                    b_item = base[op[4]][stage]
-                    if b_item < 0 or not 0 <= op[6] < mbs:
-                        raise bug(r, i, "names a stage or micro-batch this rank does not hold")
-                    b_item += op[6]
-                    d = f_end[b_item]
-                    if d < 0:
-                        wait = b_item
-                    elif d > ready:
-                        ready = d
-                    if stage < last and wait < 0:
-                        d = b_end[b_item + mbs]
-                        if d < 0:
-                            wait = size + b_item + mbs
-                        elif d > ready:
-                            ready = d
+                    ready, wait, b_item = self.paired(r, i, op, ready)
             elif kind == W:
                 d = b_end[item]
                 if d < 0:
@@ -207,26 +257,23 @@ def run(layout: Layout, orders: Orders, times: OpTimes) -> Timeline:
                         ready = d
             if wait >= 0:
                 waiting.setdefault(wait, []).append(r)
-                why[r] = wait
+                self.why[r] = wait
                 break
-
             st.append(ready)
             if kind == FB:
                 t = ready + t_fb
                 if f_end[item] >= 0 or b_end[b_item] >= 0:
-                    raise bug(r, i, "runs twice")
+                    raise self.bug(r, i, "runs twice")
                 f_end[item] = b_end[b_item] = t
                 # the forward allocates before the paired backward frees (schedules.md s5)
                 if live + 1 > top:
                     top = live + 1
-                woken = waiting.pop(item, None)
-                if woken:
-                    stack.extend(woken)
+                stack.extend(waiting.pop(item, ()))
                 woken = waiting.pop(size + b_item, None)
             elif kind == F:
                 t = ready + t_f
                 if f_end[item] >= 0:
-                    raise bug(r, i, "runs twice")
+                    raise self.bug(r, i, "runs twice")
                 f_end[item] = t
                 live += 1
                 if live > top:
@@ -234,14 +281,14 @@ def run(layout: Layout, orders: Orders, times: OpTimes) -> Timeline:
                 woken = waiting.pop(item, None)
             elif kind == W:
                 if w_state[item] != 1:
-                    raise bug(r, i, "has no pending I (a second W, or W after a full B)")
+                    raise self.bug(r, i, "has no pending I (a second W, or W after a full B)")
                 w_state[item] = 2
                 t = ready + t_w
                 woken = None
             else:
                 t = ready + (t_b if kind == B else t_i)
                 if b_end[item] >= 0:
-                    raise bug(r, i, "runs twice")
+                    raise self.bug(r, i, "runs twice")
                 b_end[item] = t
                 if kind == I:
                     w_state[item] = 1
@@ -251,26 +298,35 @@ def run(layout: Layout, orders: Orders, times: OpTimes) -> Timeline:
                 stack.extend(woken)
             work += t - ready
             i += 1
-        pos[r], clock[r], lives[r], peak[r], busy[r] = i, t, live, top, work
+        self.pos[r], self.clock[r], self.lives[r], self.peak[r], self.busy[r] = (
+            i,
+            t,
+            live,
+            top,
+            work,
+        )
 
-    if any(pos[r] < len(orders[r]) for r in range(ranks)):
-        raise DeadlockError([_deadlock(layout, orders, pos, why)])
-    if -1 in f_end or -1 in b_end or 1 in w_state:
-        raise OrderError(["the orders leave some F, backward or W never run (generator bug)"])
-    sends, recvs = _messages(layout)
-    return Timeline(
-        layout=layout,
-        orders=orders,
-        starts=tuple(tuple(x) for x in starts),
-        ticks=ticks,
-        scale=scale,
-        makespan=max(clock, default=0),
-        busy=tuple(busy),
-        peak_activations=tuple(peak),
-        sends=sends,
-        recvs=recvs,
-        events=sum(len(o) for o in orders),
-    )
+    def timeline(self) -> Timeline:
+        """The finished run; a deadlock or an op never run is a generator bug."""
+        layout, orders, pos = self.layout, self.orders, self.pos
+        if any(pos[r] < len(orders[r]) for r in range(layout.ranks)):
+            raise DeadlockError([_deadlock(layout, orders, pos, self.why)])
+        if -1 in self.f_end or -1 in self.b_end or 1 in self.w_state:
+            raise OrderError(["the orders leave some F, backward or W never run (generator bug)"])
+        sends, recvs = _messages(layout)
+        return Timeline(
+            layout=layout,
+            orders=orders,
+            starts=tuple(tuple(x) for x in self.starts),
+            ticks=self.ticks,
+            scale=self.scale,
+            makespan=max(self.clock, default=0),
+            busy=tuple(self.busy),
+            peak_activations=tuple(self.peak),
+            sends=sends,
+            recvs=recvs,
+            events=sum(len(o) for o in orders),
+        )
 
 
 def _messages(layout: Layout) -> tuple[tuple[int, ...], tuple[int, ...]]:
