@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from dpguard.commands._policies import add_output_option, add_policy_option
+from dpguard.frameworks.emit import EMIT_FORMATS
 
 HELP = "recommend P, M and a schedule for a manifest and print the one-page plan"
 
@@ -23,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--emit",
-        choices=("megatron", "nemo", "torchtitan", "flagscale"),
+        choices=EMIT_FORMATS,
         default=None,
         help="print the plan as the framework's own arguments or config block instead (only "
         "the keys the plan decides; planned among the schedules that framework runs)",

@@ -1,11 +1,13 @@
 """Helpers the framework readers share: Megatron-family YAML arguments under a section (with
 OmegaConf references and NeMo-Framework-Launcher's arithmetic resolvers), nodes x devices,
-sequence lengths, and merging extra values into an extract."""
+sequence lengths, and merging extra values into an extract; and what the Megatron-family YAML
+emitters (NeMo's, FlagScale's) share: Megatron arguments written as YAML sections."""
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -152,3 +154,29 @@ def seq_facts(extract: Extract, lengths: list[tuple[int, Origin]]) -> Extract:
     if len(distinct) > 1:
         fact = ", ".join(f"{v} (line {o.position.line})" for v, o in lengths)
     return replace(extract, facts={**extract.facts, "framework.sequence_lengths": fact})
+
+
+def yaml_sections(sections: Iterable[tuple[str, list[tuple[str, Any]]]]) -> list[str]:
+    """YAML lines of (section, [(key, value)]): a dict value is one nested level, and
+    `megatron.OFF` is null (the framework's default)."""
+    lines: list[str] = []
+    for name, items in sections:
+        lines.append(f"{name}:")
+        for key, value in items:
+            if isinstance(value, dict):
+                lines.append(f"  {key}:")
+                lines += [f"    {k}: {_yaml_value(v)}" for k, v in value.items()]
+            else:
+                lines.append(f"  {key}: {_yaml_value(value)}")
+    return lines
+
+
+def _yaml_value(value: Any) -> str:
+    # JSON is valid YAML for the scalars and flat lists written here, and quotes strings
+    # that YAML would otherwise read as something else
+    return "null" if value == megatron.OFF else json.dumps(value)
+
+
+def switches(args: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """`megatron.plan_args` for YAML: a switch that is on (None on a command line) is true."""
+    return [(name, True if value is None else value) for name, value in args]

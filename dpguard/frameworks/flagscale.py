@@ -1,20 +1,32 @@
 """FlagScale YAML (`flagscale`): an experiment file naming its train file, or a train file
-alone, under Megatron's names, with DualPipeV (docs/frameworks.md)."""
+alone, under Megatron's names, with DualPipeV (docs/frameworks.md). `read` reads one;
+`emit_config` writes a plan as a train config (`plan --emit flagscale`,
+dpguard/frameworks/emit.py)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpguard.confine import Outside, confined
 from dpguard.frameworks import megatron
-from dpguard.frameworks.common import nodes_times_devices, section_args, with_values
+from dpguard.frameworks.common import (
+    nodes_times_devices,
+    section_args,
+    switches,
+    with_values,
+    yaml_sections,
+)
+from dpguard.frameworks.emit import framed
 from dpguard.frameworks.megatron import Arg
 from dpguard.frameworks.model import Extract, FrameworkError, Origin, Values
 from dpguard.yamlevents import SourceDoc
 from dpguard.yamlsource import load_text, read_text
+
+if TYPE_CHECKING:
+    from dpguard.planner.plan import Plan
 
 
 def read(doc: SourceDoc) -> Extract:
@@ -107,3 +119,24 @@ def _flagscale_train(doc: SourceDoc) -> SourceDoc | None:
             if os.path.isfile(real):
                 return load_text(read_text(real), candidate)
     return None
+
+
+def emit_config(plan: Plan, notes: Sequence[str] = ()) -> str:
+    """`plan --emit flagscale`: the plan as a FlagScale train config (`system:` and `model:`),
+    with `notes` in the header."""
+    title = "# FlagScale train config: these keys replace the same keys."
+    return framed(plan, notes, title, _config_lines)
+
+
+def _config_lines(plan: Plan) -> tuple[list[str], list[str]]:
+    args, notes = megatron.plan_args(plan)
+    batch = ("micro_batch_size", "global_batch_size")
+    system = [(k, v) for k, v in switches(args) if k not in batch]
+    model = [(k, v) for k, v in switches(args) if k in batch]
+    nodes, per_node = megatron.launch_nodes(plan)
+    lines = [
+        f"# train/<name>.yaml (the experiment file's runner: nnodes {nodes}, "
+        f"nproc_per_node {per_node})",
+        *yaml_sections((("system", system), ("model", model))),
+    ]
+    return lines, notes

@@ -8,22 +8,30 @@ Readers collect `Arg`s under canonical Megatron names; `to_manifest` turns them 
 fields, applying Megatron-LM's defaults where the argument is absent (sources:
 megatron/training/arguments.py and megatron/core/model_parallel_config.py at d98e8a64,
 ../shared/docs/config-formats.md section 1.1).
+
+The other way, `emit_config` writes a plan as Megatron-LM flags (`plan --emit megatron`,
+dpguard/frameworks/emit.py); `plan_args` is the argument list that NeMo's and FlagScale's
+emitters write under their own keys.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpguard.findings import Severity
+from dpguard.frameworks.emit import framed
 from dpguard.frameworks.model import Extract, FrameworkError, Note, Origin, Values
 from dpguard.frameworks.numbers import too_long, whole
 from dpguard.frameworks.shell import Command, Script, Word
 from dpguard.yamlevents import MAX_INT_DIGITS
+
+if TYPE_CHECKING:
+    from dpguard.planner.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -970,3 +978,120 @@ def facts(args: Mapping[str, Arg]) -> dict[str, Any]:
         "framework.layout_problem": _layout_problem(args, layers, pp),
         "framework.custom_layout": placed,
     }
+
+
+# The emitter (`plan --emit megatron`, dpguard/frameworks/emit.py): the plan as Megatron-LM
+# arguments. NeMo's and FlagScale's emitters write the same arguments under their own keys
+# (`plan_args`, `launch_nodes`, `OFF`).
+
+# A setting the plan switches off: null in YAML (the framework's default, unset), and on a
+# Megatron command line a note to remove the flag (argparse has no way to unset one)
+OFF = "<off>"
+
+
+def emit_config(plan: Plan, notes: Sequence[str] = ()) -> str:
+    """`plan --emit megatron`: the plan as a bash array of Megatron-LM flags and the
+    `torchrun` line that passes them, with `notes` in the header."""
+    title = "# Megatron-LM arguments: they replace the same flags of your command."
+    return framed(plan, notes, title, _command_lines)
+
+
+def plan_args(plan: Plan) -> tuple[list[tuple[str, Any]], list[str]]:
+    """(Megatron argument name, value) pairs for the plan, with None for a switch that is on,
+    and notes on what the framework spells differently."""
+    # the planner imports the readers' profiles: imported here, once a plan exists
+    from dpguard.planner.plan import untied
+
+    s, m = plan.strategy, plan.manifest
+    assert s is not None
+    t = m.training
+    notes: list[str] = []
+    args: list[tuple[str, Any]] = [
+        ("tensor_model_parallel_size", s.tensor),
+        ("pipeline_model_parallel_size", s.pipeline),
+    ]
+    if plan.schedule == "interleaved-1f1b" and s.virtual_stages > 1:
+        args.append(("num_virtual_stages_per_pipeline_rank", s.virtual_stages))
+    if m.model.is_moe:
+        args.append(("expert_model_parallel_size", s.expert))
+    args.append(("context_parallel_size", s.context))
+    if s.tensor > 1 and t.sequence_parallel is not False:
+        args.append(("sequence_parallel", None))
+    args += [
+        ("micro_batch_size", plan.micro_batch_size),
+        ("global_batch_size", t.global_batch_size),
+    ]
+    recompute = t.activation_recompute
+    if recompute == "selective_op":
+        notes.append(
+            "torchtitan's per-op selective checkpointing has no Megatron-LM equivalent: "
+            "selective recompute of the default modules is written instead"
+        )
+        recompute = "selective"
+    if recompute == "full":
+        args += [
+            ("recompute_granularity", "full"),
+            ("recompute_method", t.recompute_method),
+            ("recompute_num_layers", t.recompute_num_layers),
+        ]
+    elif recompute == "selective":
+        args.append(("recompute_granularity", "selective"))
+        if t.recompute_modules and t.recompute_modules != ("core_attn",):
+            args.append(("recompute_modules", list(t.recompute_modules)))
+    if t.zero_stage >= 1:
+        args.append(("use_distributed_optimizer", None))
+        if t.zero_stage > 1:
+            notes.append(
+                f"ZeRO-{t.zero_stage}: Megatron-LM's distributed optimizer shards the optimizer "
+                "states only (ZeRO-1)"
+            )
+    if untied(m, plan.schedule):
+        args.append(("untie_embeddings_and_output_weights", None))
+    if s.account_for_embedding:
+        args.append(("account_for_embedding_in_pipeline_split", None))
+    if s.account_for_loss:
+        args.append(("account_for_loss_in_pipeline_split", None))
+    if plan.schedule == "dualpipev":
+        args.append(("use_dualpipev", None))  # FlagScale's switch (arguments.py.patch)
+    # what the proposal ran and the plan does not: written off, since these keys replace
+    # the config's own (an interleaved config planned as 1F1B keeps no virtual stages)
+    p = m.parallelism
+    if p is not None and p.virtual_stages > 1 and plan.schedule != "interleaved-1f1b":
+        args.append(("num_virtual_stages_per_pipeline_rank", OFF))
+    if p is not None and p.schedule == "dualpipev" and plan.schedule != "dualpipev":
+        args.append(("use_dualpipev", OFF))
+    return args, notes
+
+
+def _command_lines(plan: Plan) -> tuple[list[str], list[str]]:
+    args, notes = plan_args(plan)
+    lines = ["DPGUARD_PLAN_ARGS=("]
+    off = [flag(name) for name, value in args if value == OFF]
+    if flag("num_virtual_stages_per_pipeline_rank") in off:  # its other spelling
+        off.append(flag("num_layers_per_virtual_pipeline_stage"))
+    if off:
+        lines.insert(0, f"# remove from your command (this plan switches it off): {' '.join(off)}")
+    for name, value in args:
+        if value == OFF:
+            continue
+        if value is None:
+            lines.append(f"    {flag(name)}")
+        elif isinstance(value, list):
+            lines.append(f"    {flag(name)} {' '.join(value)}")
+        else:
+            lines.append(f"    {flag(name)} {value}")
+    lines.append(")")
+    nodes, per_node = launch_nodes(plan)
+    lines += [
+        "# The training command: your entry point and its other arguments, with these:",
+        f"torchrun --nproc_per_node {per_node} --nnodes {nodes} "
+        'pretrain_gpt.py "${DPGUARD_PLAN_ARGS[@]}"',
+    ]
+    return lines, notes
+
+
+def launch_nodes(plan: Plan) -> tuple[int, int]:
+    """(nodes, GPUs per node) of the plan's cluster, as launchers take them."""
+    cluster = plan.manifest.cluster
+    per_node = min(cluster.gpus, cluster.gpus_per_node)
+    return -(-cluster.gpus // per_node), per_node

@@ -1,7 +1,11 @@
 """NeMo 1 / NeMo Framework Launcher YAML (`nemo`): `trainer:` and `model:` under Megatron's
-names and NeMo's (docs/frameworks.md)."""
+names and NeMo's (docs/frameworks.md). `read` reads one; `emit_config` writes a plan as one
+(`plan --emit nemo`, dpguard/frameworks/emit.py)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from dpguard.frameworks import megatron
 from dpguard.frameworks.common import (
@@ -9,11 +13,17 @@ from dpguard.frameworks.common import (
     nodes_times_devices,
     section_args,
     seq_facts,
+    switches,
     with_values,
+    yaml_sections,
 )
+from dpguard.frameworks.emit import framed
 from dpguard.frameworks.megatron import Arg
 from dpguard.frameworks.model import Extract
 from dpguard.yamlevents import SourceDoc
+
+if TYPE_CHECKING:
+    from dpguard.planner.plan import Plan
 
 
 def read(doc: SourceDoc) -> Extract:
@@ -56,3 +66,37 @@ def read(doc: SourceDoc) -> Extract:
         if not seqs
         else seq_facts(with_values(extract, origins, (), extra), seqs)
     )
+
+
+def emit_config(plan: Plan, notes: Sequence[str] = ()) -> str:
+    """`plan --emit nemo`: the plan as NeMo's `trainer:` and `model:` keys, with `notes` in
+    the header."""
+    title = "# NeMo config: these keys replace the same keys of your YAML."
+    return framed(plan, notes, title, _config_lines)
+
+
+# Megatron-LM's argument names that NeMo 1 spells its own way (the reader's ALIASES, reversed)
+_NEMO_NAMES = {
+    "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size",
+    "recompute_granularity": "activations_checkpoint_granularity",
+    "recompute_method": "activations_checkpoint_method",
+    "recompute_num_layers": "activations_checkpoint_num_layers",
+}
+
+
+def _config_lines(plan: Plan) -> tuple[list[str], list[str]]:
+    args, notes = megatron.plan_args(plan)
+    model: list[tuple[str, Any]] = []
+    optim = False
+    for name, value in switches(args):
+        if name == "use_distributed_optimizer":
+            optim = True
+        elif name == "untie_embeddings_and_output_weights":
+            model.append(("share_embeddings_and_output_weights", False))
+        else:
+            model.append((_NEMO_NAMES.get(name, name), value))
+    if optim:
+        model.append(("optim", {"name": "distributed_fused_adam"}))
+    nodes, per_node = megatron.launch_nodes(plan)
+    trainer = [("num_nodes", nodes), ("devices", per_node)]
+    return yaml_sections((("trainer", trainer), ("model", model))), notes

@@ -8,19 +8,28 @@ row of torchtitan's flavor tables, shipped as dpguard/data/torchtitan_flavors.ya
 
 tomllib gives no positions, so a line scan finds each ``key =`` under its ``[table]`` header;
 the same scan refuses nesting deeper than the YAML loader's limit before tomllib recurses.
+
+The other way, `emit_config` writes a plan as the same tables (`plan --emit torchtitan`,
+dpguard/frameworks/emit.py), naming the flavor only when the table has the whole shape.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from functools import cache
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpguard.findings import Severity
+from dpguard.frameworks.emit import framed
 from dpguard.frameworks.model import Extract, FrameworkError, Note, Origin, Values
 from dpguard.frameworks.numbers import whole
 from dpguard.yamlevents import MAX_DEPTH, MAX_INT_DIGITS, Position
+
+if TYPE_CHECKING:
+    from dpguard.planner.plan import Plan
 
 # torch.distributed.pipelining schedule names -> dpguard's; stages per rank of each
 SCHEDULES = {
@@ -528,3 +537,128 @@ class _Reader:
                 {"deepep": "deepep"}.get(str(backend), "nccl"),
                 backend_at,
             )
+
+
+# The emitter (`plan --emit torchtitan`, dpguard/frameworks/emit.py): the plan as a TOML block.
+
+# torchtitan's schedule names, from the reader's table (the one spelling of each)
+_SCHEDULE_NAMES = {name: torchtitan for torchtitan, (name, _) in SCHEDULES.items()}
+
+
+def emit_config(plan: Plan, notes: Sequence[str] = ()) -> str:
+    """`plan --emit torchtitan`: the plan as torchtitan job-config tables ([model] name and
+    flavor when the flavor table has the shape, [parallelism], [training],
+    [activation_checkpoint]), with `notes` in the header."""
+    title = "# torchtitan job config: these keys replace the same keys of your TOML."
+    return framed(plan, notes, title, _config_lines)
+
+
+def _config_lines(plan: Plan) -> tuple[list[str], list[str]]:
+    s, m = plan.strategy, plan.manifest
+    assert s is not None
+    t = m.training
+    notes: list[str] = []
+    parallelism: list[tuple[str, Any]] = [
+        ("data_parallel_replicate_degree", 1),
+        ("data_parallel_shard_degree", plan.data_parallel),
+        ("tensor_parallel_degree", s.tensor),
+        ("context_parallel_degree", s.context),
+        ("pipeline_parallel_degree", s.pipeline),
+    ]
+    if t.zero_stage < 3 and plan.data_parallel > 1:
+        notes.append(
+            f"torchtitan shards data parallelism with FSDP (ZeRO-3); the plan was sized for "
+            f"ZeRO-{t.zero_stage}"
+        )
+    if s.pipeline > 1 and plan.schedule:
+        parallelism.append(("pipeline_parallel_schedule", _SCHEDULE_NAMES[plan.schedule]))
+        parallelism.append(("pipeline_parallel_microbatch_size", plan.micro_batch_size))
+        # torchtitan counts the embedding and the output as layers of the first and last
+        # stage (default 1 each, pipeline_parallel.py): written as the plan's split counts them
+        lead, tail = int(s.account_for_embedding), int(s.account_for_loss)
+        parallelism += [
+            ("pipeline_parallel_first_stage_less_layers", lead),
+            ("pipeline_parallel_last_stage_less_layers", tail),
+        ]
+        if plan.schedule == "interleaved-1f1b":
+            stages = s.pipeline * s.virtual_stages
+            slots = m.model.layers + lead + tail
+            if slots % stages == 0:
+                parallelism.append(("pipeline_parallel_layers_per_stage", slots // stages))
+            elif s.virtual_stages != 2:
+                notes.append(
+                    f"{m.model.layers} layers do not split into {stages} equal stages: set "
+                    "pipeline_parallel_layers_per_stage for "
+                    f"{s.virtual_stages} stages per rank"
+                )
+    if m.model.is_moe:
+        parallelism.append(("expert_parallel_degree", s.expert))
+    # The local batch is one data-parallel rank's per step: split into micro-batches by a
+    # pipeline, else one forward (torchtitan accumulates gradients up to the global batch)
+    local = t.global_batch_size // plan.data_parallel if s.pipeline > 1 else plan.micro_batch_size
+    training = [
+        ("local_batch_size", local),
+        ("global_batch_size", t.global_batch_size),
+        ("seq_len", m.model.seq_len),
+    ]
+    mode = {"selective": "selective", "selective_op": "selective"}.get(
+        t.activation_recompute, t.activation_recompute
+    )
+    checkpoint: list[tuple[str, Any]] = [("mode", mode)]
+    if mode == "full" and (t.recompute_method, t.recompute_num_layers) != ("uniform", 1):
+        notes.append(
+            "torchtitan's full checkpointing recomputes every layer: Megatron's "
+            f"{t.recompute_method} method over {t.recompute_num_layers} layers has no equivalent"
+        )
+    if mode == "selective":
+        checkpoint.append(("selective_ac_option", "op"))
+        if t.activation_recompute == "selective":
+            notes.append(
+                "torchtitan's selective checkpointing is per operator (selective_ac_option "
+                "'op'), not Megatron's recompute modules"
+            )
+    if s.tensor > 1 and t.sequence_parallel is False:
+        notes.append("torchtitan's tensor parallelism always shards the norms along the sequence")
+    model = _flavor(plan)
+    if model is None:
+        notes.append("no torchtitan flavor in dpguard's table has this shape: keep your [model]")
+    lines: list[str] = []
+    for table, items in (
+        ("model", [("name", model[0]), ("flavor", model[1])] if model else []),
+        ("parallelism", parallelism),
+        ("training", training),
+        ("activation_checkpoint", checkpoint),
+    ):
+        if items:
+            lines.append(f"[{table}]")
+            lines += [f"{key} = {json.dumps(value)}" for key, value in items]
+            lines.append("")
+    return lines[:-1], notes
+
+
+def _flavor(plan: Plan) -> tuple[str, str] | None:
+    """torchtitan's [model] name and flavor for the manifest's shape, if the table has it."""
+    m = plan.manifest.model
+    for name, entry in sorted(flavors().items()):
+        for flavor, shape in sorted((entry.get("flavors") or {}).items()):
+            # the whole block's shape, experts included: a dense flavor of the same width is
+            # another model (an MoE must never be emitted as llama3 8B)
+            if all(getattr(m, key, None) == shape[key] for key in _FLAVOR_KEYS if key in shape):
+                return name, flavor
+    return None
+
+
+_FLAVOR_KEYS = (
+    "architecture",
+    "layers",
+    "hidden_size",
+    "attention_heads",
+    "kv_heads",
+    "ffn_hidden_size",
+    "experts",
+    "experts_per_token",
+    "moe_ffn_hidden_size",
+    "shared_experts",
+    "dense_layers",
+    "attention",
+)
