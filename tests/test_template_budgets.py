@@ -28,6 +28,8 @@ HOSTILE = [
     ("{{ 'a' * 10**9 }}", "repetition would make 1000000000 items (at most 100000)"),
     ("{{ '%999999999s' | format(1) }}", "the format filter would build 1,000,000,010 characters"),
     ("{{ '%.999999999f' % 1 }}", "'%' would build 1,000,000,012 characters"),
+    ("{{ 1 | fixed(999999999) }}", "fixed takes 0 to 100 decimals, not 999999999"),
+    ("{{ 1 | pct(999999999) }}", "pct takes 0 to 100 decimals, not 999999999"),
     ("{{ '{:>999999999}'.format(1) }}", "str.format would build 1,000,000,013 characters"),
     ("{{ 'a'.ljust(10**8) }}", "calling ljust would build 100,000,000 characters"),
     ("{{ (1).to_bytes(10**9, 'big') }}", "calling to_bytes would build 1,000,000,000 characters"),

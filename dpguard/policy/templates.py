@@ -37,18 +37,33 @@ if TYPE_CHECKING:
 EXTRA_NAMES = frozenset({"rule"})
 
 
+MAX_DECIMALS = 100  # of pct and fixed: a policy's pct(10**9) would build a gigabyte first
+
+
+def _decimals(digits: int, name: str) -> int:
+    if not 0 <= digits <= MAX_DECIMALS:
+        raise ValueError(f"{name} takes 0 to {MAX_DECIMALS} decimals, not {digits!r}")
+    return digits
+
+
 def pct(value: Any, digits: int = 1) -> str:
     """A fraction as a percentage ("n/a" when unset): the `pct` filter, and the reports'."""
-    return "n/a" if value is None else f"{float(value) * 100:.{digits}f}%"
+    return "n/a" if value is None else f"{float(value) * 100:.{_decimals(digits, 'pct')}f}%"
 
 
 def thousands(value: Any) -> str:
     return f"{value:,.0f}" if isinstance(value, float) else f"{value:,}"
 
 
+def fixed(value: Any, digits: int = 1) -> str:
+    """A number with `digits` decimals: the `fixed` filter, exactly `'%.2f' | format(value)`
+    for fixed(2) (the same conversion: nan, inf, -0.00, bool, and its errors)."""
+    return "%.*f" % (_decimals(digits, "fixed"), value)  # noqa: UP031  # printf's own rules
+
+
 # dpguard's own filters, added to Jinja's in every sandbox; the only ones a plain message (one
 # rendered without Jinja, see render_message) may use: the same functions, without the import.
-FILTERS: dict[str, Callable[..., str]] = {"pct": pct, "thousands": thousands}
+FILTERS: dict[str, Callable[..., str]] = {"pct": pct, "thousands": thousands, "fixed": fixed}
 
 
 @cache
@@ -336,8 +351,9 @@ def _charge_call(
 
 
 def sandbox(limits: Limits = PAGE, **options: Any) -> Any:
-    """A SandboxedEnvironment with StrictUndefined, the `pct` and `thousands` filters, and every
-    rendering held to `limits` (see above); `lipsum` is gone (lipsum(10**9) is a loop)."""
+    """A SandboxedEnvironment with StrictUndefined, dpguard's FILTERS (pct, thousands, fixed),
+    and every rendering held to `limits` (see above); `lipsum` is gone (lipsum(10**9) is a
+    loop)."""
     from jinja2 import StrictUndefined
 
     env = _bounded_class()(limits, undefined=StrictUndefined, autoescape=False, **options)
@@ -532,41 +548,84 @@ def _plain(source: str) -> tuple[plain.Part, ...] | None:
     return parts
 
 
-def _fields(parts: tuple[plain.Part, ...]) -> Iterator[plain.Field]:
-    return (p for p in parts if not isinstance(p, str))
+def _fields(parts: Iterable[plain.Part]) -> Iterator[plain.Field]:
+    """The fields of a plain message, and the facts its if blocks test."""
+    from dpguard.policy.plain import If
+
+    for part in parts:
+        if isinstance(part, If):
+            yield part.test
+            yield from _fields((*part.then, *part.otherwise))
+        elif not isinstance(part, str):
+            yield part
 
 
 def _render_plain(parts: tuple[plain.Part, ...], context: Mapping[str, Any]) -> str | None:
     """What Jinja renders for a plain message, charged to the same MESSAGE budget as the sandbox
-    charges it (the filter's call, then finalize reading the value); None where Jinja is to
-    decide: a name that is not a key of a dict (undefined, or a dict's attribute), a filter
-    that raises, a budget overrun. Jinja then renders, or raises what the caller reports."""
+    charges it (the filter's call, then finalize reading the value; an if block's comparison
+    reading its fact, its `none` test's call); None where Jinja is to decide: a name that is not
+    a key of a dict (undefined, or a dict's attribute), a filter or comparison that raises, a
+    budget overrun. Jinja then renders, or raises what the caller reports."""
+    from dpguard.policy.plain import If
+
     budget = _Budget(MESSAGE)
     out: list[str] = []
     try:
         for part in parts:
             if isinstance(part, str):
                 out.append(part)
-                continue
-            value: Any = context
-            for name in part.path:
-                # the sandbox's getattr: an attribute first (dict.items...), then the key
-                if not isinstance(value, dict) or hasattr(value, name):
-                    return None
-                value = value[name]
-            if part.filter is not None:
-                what = f"the {part.filter} filter"
-                budget.spend(1 + _size(value, budget.left), what)
-                for arg in part.args:
-                    budget.spend(_size(arg, budget.left), what)
-                value = FILTERS[part.filter](value, *part.args)
-                if isinstance(value, (str, *_CONTAINERS)):
-                    budget.spend(_size(value, budget.left), what)
-            budget.spend(_size(value, budget.left), "reading a value")
-            out.append(str(value))
+            elif isinstance(part, If):
+                taken = _test(part, context, budget)
+                for inner in part.then if taken else part.otherwise:
+                    out.append(inner if isinstance(inner, str) else _field(inner, context, budget))
+            else:
+                out.append(_field(part, context, budget))
         return "".join(budget.write(out))
     except Exception:
         return None
+
+
+class _ToJinja(Exception):
+    """What the plain path leaves to Jinja (see _render_plain)."""
+
+
+def _read(path: tuple[str, ...], context: Mapping[str, Any]) -> Any:
+    value: Any = context
+    for name in path:
+        # the sandbox's getattr: an attribute first (dict.items...), then the key
+        if not isinstance(value, dict) or hasattr(value, name):
+            raise _ToJinja(name)
+        value = value[name]
+    return value
+
+
+def _field(part: plain.Field, context: Mapping[str, Any], budget: _Budget) -> str:
+    value = _read(part.path, context)
+    if part.filter is not None:
+        what = f"the {part.filter} filter"
+        budget.spend(1 + _size(value, budget.left), what)
+        for arg in part.args:
+            budget.spend(_size(arg, budget.left), what)
+        value = FILTERS[part.filter](value, *part.args)
+        if isinstance(value, (str, *_CONTAINERS)):
+            budget.spend(_size(value, budget.left), what)
+    budget.spend(_size(value, budget.left), "reading a value")
+    return str(value)
+
+
+def _test(block: plain.If, context: Mapping[str, Any], budget: _Budget) -> bool:
+    """An if block's test, as the sandbox's compiled code runs it: a truth test or `not` costs
+    nothing, a comparison reads its fact (a constant it does not charge), a test is a call."""
+    value = _read(block.test.path, context)
+    if block.op == "":
+        return bool(value)
+    if block.op == "not":
+        return not value
+    if block.op in ("is none", "is not none"):
+        budget.spend(1 + _size(value, budget.left), "the none test")
+        return (value is None) is (block.op == "is none")
+    budget.spend(_size(value, budget.left), "reading a value")
+    return bool(value == block.text if block.op == "==" else value != block.text)
 
 
 def render_message(source: str, facts: Mapping[str, Any], rule: Mapping[str, Any]) -> str:
