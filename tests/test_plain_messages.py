@@ -533,6 +533,16 @@ def test_a_review_of_plain_messages_never_imports_jinja(
         )
         assert run.stderr.endswith("jinja2 imported: False\n"), run.stderr
     assert finding in run.stdout  # a finding with a message
+    # the JSON report carries the plan, whose schedule table judges every schedule: the ids
+    # of what fires are kept there, never a message, so no message needs Jinja
+    as_json = subprocess.run(
+        [sys.executable, "-P", "-c", WRAPPER, "review", "--format", "json", *files],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert as_json.stderr.endswith("jinja2 imported: False\n"), as_json.stderr
     monkeypatch.chdir(REPO)
     monkeypatch.setattr(templates, "_plain", lambda source: None)
     assert main(["review", *files]) == run.returncode == 1

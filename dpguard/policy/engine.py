@@ -48,11 +48,19 @@ def _proposal_refused(rule: Rule, facts: Mapping[str, Any]) -> bool:
 
 
 def _finding(
-    rule: Rule, manifest: Manifest, facts: Mapping[str, Any], severity: Severity
+    rule: Rule,
+    manifest: Manifest,
+    facts: Mapping[str, Any],
+    severity: Severity,
+    worded: bool = True,
 ) -> Finding:
+    """The rule's finding at its fact's position; `worded` False: without its message (for
+    callers that keep only which rules fired)."""
     spec = spec_of(rule.at)  # metadata.labels.<key> included
     anchor = (spec.anchor or rule.at) if spec is not None else ""
     path, line, col = manifest.locate(anchor)
+    if not worded:
+        return Finding(path, line, col, rule.id, severity, "", kind=rule.kind)
     try:
         message = render_message(rule.message, facts, {"id": rule.id, "title": rule.title})
     except Exception as exc:  # a policy bug, never the manifest's
@@ -65,8 +73,9 @@ def _finding(
 def evaluate(
     policies: Policies, manifest: Manifest, base_facts: Mapping[str, Any], priced: bool = True
 ) -> Outcome:
-    """The decision, refusals and findings for `manifest`. `priced` False leaves out the
-    memory remedies (four more estimates) for callers that keep only which rules fired."""
+    """The decision, refusals and findings for `manifest`. `priced` False, for callers that
+    keep only which rules fired, leaves out the memory remedies (four more estimates) and the
+    findings' messages (one of them may need Jinja to render)."""
     facts = dict(base_facts)
     findings: list[Finding] = []
     decision = next((r for r in policies.by_kind("decision") if r.when.holds(facts)), None)
@@ -88,9 +97,8 @@ def evaluate(
     reported: set[str] = set()
     proposal_refusal = next((r for r in refusals if _proposal_refused(r, facts)), None)
     if proposal_refusal is not None:
-        findings.append(
-            _finding(proposal_refusal, manifest, facts, proposal_refusal.severity or Severity.ERROR)
-        )
+        severity = proposal_refusal.severity or Severity.ERROR
+        findings.append(_finding(proposal_refusal, manifest, facts, severity, priced))
         reported.add(proposal_refusal.id)
     schedule = decision.recommend if decision else None
     redirects: list[Rule] = []
@@ -108,7 +116,7 @@ def evaluate(
             )
         seen.add(schedule)
         if rule.id not in reported:
-            findings.append(_finding(rule, manifest, facts, rule.severity or Severity.INFO))
+            findings.append(_finding(rule, manifest, facts, rule.severity or Severity.INFO, priced))
             reported.add(rule.id)
     proposed = facts.get("parallelism.schedule")
     facts["decision.schedule"] = decision.recommend if decision else None
@@ -124,7 +132,7 @@ def evaluate(
     facts["proposal.refused"] = None if proposed is None else proposal_refusal is not None
     uses = policies.uses if priced else policies.uses - {"proposal.memory_remedies"}
     facts.update(sized_facts(manifest, policies.settings, schedule, uses))
-    findings += _judged(policies, manifest, facts, planned=False)
+    findings += _judged(policies, manifest, facts, planned=False, worded=priced)
     return Outcome(decision, schedule, tuple(redirects), tuple(sorted(findings)), facts)
 
 
@@ -152,12 +160,16 @@ def reads_change(rule: Rule) -> bool:
 
 
 def _judged(
-    policies: Policies, manifest: Manifest, facts: Mapping[str, Any], planned: bool
+    policies: Policies,
+    manifest: Manifest,
+    facts: Mapping[str, Any],
+    planned: bool,
+    worded: bool = True,
 ) -> list[Finding]:
     """Findings of the rejects and advisories that hold: those that read the planner's facts
-    when `planned`, the others when not."""
+    when `planned`, the others when not (`worded`: with their messages)."""
     return [
-        _finding(rule, manifest, facts, rule.severity or KIND_SEVERITY[rule.kind])
+        _finding(rule, manifest, facts, rule.severity or KIND_SEVERITY[rule.kind], worded)
         for rule in _judging(policies, planned)
         if rule.when.holds(facts)
     ]
