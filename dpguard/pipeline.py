@@ -9,6 +9,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import TypeVar
 
 from dpguard.catalog import load_catalog
 from dpguard.check import FileResult, check_file
@@ -111,9 +112,12 @@ def _with_part(
     return released(replace(broken, part=part(context, broken))), bug
 
 
+Rendered = TypeVar("Rendered")
+
+
 def rendered(
-    report: Report, render: Callable[[Report], str], debug: bool = False
-) -> tuple[str, Report, tuple[str, ...]]:
+    report: Report, render: Callable[[Report], Rendered], debug: bool = False
+) -> tuple[Rendered, Report, tuple[str, ...]]:
     """`render(report)`, with per-file isolation of a reporter's bug: when rendering fails,
     each file is rendered alone, and one whose own rendering fails is replaced by its D001
     finding, so the others' findings still reach the report. (text, the report rendered, one

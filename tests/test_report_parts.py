@@ -68,3 +68,23 @@ def test_a_bug_rendering_one_section_is_that_files_finding(
     assert [f.code for f in small.findings] == ["D001"]
     assert "D001" not in {f.code for f in large.findings}
     assert json.loads(render(reviewed.report, "json"))["summary"]["files"] == 2
+
+
+@pytest.mark.parametrize("fmt", ["json", "text", "markdown"])
+def test_a_report_written_in_pieces_is_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """`review` writes a JSON report piece by piece (render_pieces, output.deliver) rather than
+    joined: the same bytes on stdout and in an --output file, and more than one piece."""
+    from dpguard.reporters import render_pieces
+    from dpguard.reporters.output import deliver
+
+    monkeypatch.chdir(REPO)
+    files = corpus(tmp_path)[:12]
+    report = review(files, today=TODAY, part=PARTS.get(fmt)).report
+    pieces = render_pieces(report, fmt)
+    assert "".join(pieces) == render(report, fmt)
+    assert (len(pieces) > 1) is (fmt == "json")
+    out = tmp_path / f"report.{fmt}"
+    deliver(pieces, str(out))
+    assert out.read_text(encoding="utf-8") == render(report, fmt)

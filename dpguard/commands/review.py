@@ -93,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     from dpguard.discover import declares_manifest, expand
     from dpguard.exitcodes import ExitCode
     from dpguard.pipeline import LINES_ONLY, SHOWS_PLAN, rendered, review
-    from dpguard.reporters import PARTS, render
-    from dpguard.reporters.output import deliver
+    from dpguard.reporters import PARTS, render_pieces
+    from dpguard.reporters.output import Text, deliver
     from dpguard.reporters.safe import diagnostic
 
     paths, empty = expand(args.files, declares_manifest if args.only_manifests else None)
@@ -118,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     )
     to_stdout = args.output is None or args.output == "-"
     color = to_stdout and _color(sys.stdout)  # never in a file
+    text: Text
     if quiet:
         from dpguard.reporters.text import render_quiet
 
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         text, report, broken = rendered(
-            reviewed.report, lambda r: render(r, args.format, color=color), args.debug
+            reviewed.report, lambda r: render_pieces(r, args.format, color=color), args.debug
         )
     for line in (*reviewed.errors, *reviewed.internal, *broken, *reviewed.warnings):
         print(diagnostic(line), file=sys.stderr)

@@ -83,6 +83,17 @@ def render(report: Report, fmt: str, *, color: bool = False) -> str:
     return RENDERERS[fmt](report, color=color)
 
 
+def render_pieces(report: Report, fmt: str, *, color: bool = False) -> Sequence[str]:
+    """`render`'s text as pieces to write one after the other (output.deliver): a JSON report
+    of thousands of files is never joined into one string."""
+    if fmt == "json":
+        pieces: Sequence[str] = importlib.import_module("dpguard.reporters.json_").json_pieces(
+            report
+        )
+        return pieces
+    return (render(report, fmt, color=color),)
+
+
 def formats() -> Sequence[str]:
     return tuple(RENDERERS)
 

@@ -100,12 +100,18 @@ _EMPTY_FILES = '{\n  "files": [],\n'
 def render_json(report: Report, *, color: bool = False) -> str:
     """The report, its entries the json_parts (rendered while each file was judged, or now):
     byte for byte what dumping the whole report at once gives."""
+    return "".join(json_pieces(report))
+
+
+def json_pieces(report: Report, *, color: bool = False) -> list[str]:
+    """render_json's text as the pieces it joins: `review` writes them one by one, so that a
+    report of thousands of files is not held a second time, joined."""
     head = json_text(_head(report))
     if not report.results:
-        return head
+        return [head]
     assert head.startswith(_EMPTY_FILES)
     pieces = ['{\n  "files": [\n']
     for i, r in enumerate(report.results):
         pieces += [",\n" if i else "", r.part if r.part is not None else json_part(report, r)]
     pieces += ["\n  ],\n", head[len(_EMPTY_FILES) :]]
-    return "".join(pieces)
+    return pieces

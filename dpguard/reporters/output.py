@@ -17,6 +17,7 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Sequence
 from typing import TextIO
 
 from dpguard.errors import DpguardError
@@ -24,6 +25,11 @@ from dpguard.errors import DpguardError
 
 class OutputError(DpguardError):
     """The report file cannot be written (exit 2)."""
+
+
+# A document as one string, or as the pieces it is the concatenation of: a report of
+# thousands of files is written piece by piece rather than joined first (held twice).
+Text = str | Sequence[str]
 
 
 _KINDS = (
@@ -63,7 +69,7 @@ def _existing(path: str, what: str) -> os.stat_result | None:
     return st
 
 
-def write_atomic(path: str, text: str, what: str = "the report") -> None:
+def write_atomic(path: str, text: Text, what: str = "the report") -> None:
     """Write `text` to the regular file `path` (created if missing) in one rename. `what`
     names the content in messages. An existing file keeps its permission bits; a new one gets
     0666 less the umask, as any file a program creates (mkstemp's 0600 suits secrets)."""
@@ -97,7 +103,7 @@ def write_atomic(path: str, text: str, what: str = "the report") -> None:
         raise
 
 
-def deliver(text: str, path: str | None, what: str = "the report") -> None:
+def deliver(text: Text, path: str | None, what: str = "the report") -> None:
     """`--output` of every command that writes one document: stdout when `path` is None or
     `-`, else the file `path`, atomically (`write_atomic`)."""
     if path is None or path == "-":
@@ -106,7 +112,7 @@ def deliver(text: str, path: str | None, what: str = "the report") -> None:
         write_atomic(path, text, what)
 
 
-def emit(text: str) -> None:
+def emit(text: Text) -> None:
     """Write to stdout. A reader that goes away (`dpguard review ... | head`) must not turn the
     review's verdict into a success or a traceback: the rest of the output is dropped and the
     caller still returns its exit code. Any other failure (a full disk, `> /dev/full`) is an
@@ -129,11 +135,12 @@ def emit(text: str) -> None:
 _SLICE = 1 << 20
 
 
-def _write(stream: TextIO, text: str) -> None:
+def _write(stream: TextIO, text: Text) -> None:
     """`text` a mebibyte at a time: a text stream encodes what it is given at once, and a JSON
     report of thousands of files would otherwise be held twice (as text and encoded)."""
-    for start in range(0, len(text), _SLICE):
-        stream.write(text[start : start + _SLICE])
+    for piece in (text,) if isinstance(text, str) else text:
+        for start in range(0, len(piece), _SLICE):
+            stream.write(piece[start : start + _SLICE])
 
 
 def drop_stdout() -> None:
