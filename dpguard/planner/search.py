@@ -544,18 +544,21 @@ def _chosen(
         return SearchResult(best, tuple(notes))
     s = alone.strategy
     ours = perf.predicted(manifest, s, alone.micro_batch_size)
-    other = best and perf.predicted(manifest, best.strategy, best.micro_batch_size)
+    other = perf.predicted(manifest, best.strategy, best.micro_batch_size) if best else None
     if best is not None and not (ours and other and ours.step_time_s < other.step_time_s):
         return SearchResult(best, tuple(notes))
-    why = "the step-time model expects the fastest step"
-    if ours and other and best:
-        why += (
-            f" ({ours.step_time_s:.3g} s against {other.step_time_s:.3g} s for the fastest "
-            f"{best.strategy.schedule} layout, TP {best.strategy.tensor}, PP "
-            f"{best.strategy.pipeline})"
+    # here either no pipelined layout fits, or this one is predicted faster than the best
+    if best is None:
+        why = "no pipelined layout fits" + (
+            f" (the step-time model: {ours.step_time_s:.3g} s a step)" if ours else ""
         )
-    elif ours:
-        why += f" ({ours.step_time_s:.3g} s; no pipelined layout fits)"
+    else:
+        assert ours is not None and other is not None
+        why = (
+            f"the step-time model expects the fastest step ({ours.step_time_s:.3g} s against "
+            f"{other.step_time_s:.3g} s for the fastest {best.strategy.schedule} layout, "
+            f"TP {best.strategy.tensor}, PP {best.strategy.pipeline})"
+        )
     sizes = f"TP {s.tensor}, CP {s.context}" + (f", EP {s.expert}" if s.expert > 1 else "")
     fits, reason = f"the model fits without a pipeline ({sizes})", "parallel"
     zero = manifest.training.zero_stage
