@@ -112,7 +112,7 @@ def test_no_pipeline_branch(capsys):
     assert (
         "**Recommendation: no pipeline parallelism.** The whole training state fits one H100-SXM\n"
         "(38.3 GiB of 75.1 GiB usable), so pipeline stages would only add bubble.\n"
-        "Train with data parallelism over 16 GPUs (micro-batch size 8,\n"
+        "Train with data parallel 16 (micro-batch size 8,\n"
         "4 gradient-accumulation steps per optimizer step).\n"
     ) in out
     assert "| schedule | bubble |" not in out

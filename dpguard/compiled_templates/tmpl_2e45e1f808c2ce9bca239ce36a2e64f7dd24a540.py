@@ -73,14 +73,14 @@ def root(context, missing=missing):
             yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb')))
             yield ' GiB per GPU of '
             yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb')))
-            yield ' GiB usable) and the step-time model finds no faster pipelined layout.'
+            yield ' GiB usable), and no pipelined layout is faster (the notes say why).'
         elif (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'unpipelined')) == 'parallel'):
             pass
             yield 'The training state fits without a pipeline\n('
             yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'total_gb')))
             yield ' GiB per GPU of '
             yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'memory'), 'limit_gb')))
-            yield ' GiB usable) and the step-time model finds no faster pipelined layout.'
+            yield ' GiB usable), and no pipelined layout is faster (the notes say why).'
         else:
             pass
             yield 'The whole training state fits one '
@@ -95,26 +95,26 @@ def root(context, missing=missing):
             pass
             yield 'tensor parallel '
             yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor')))
-            yield ' x '
+            yield ', '
         if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'context')) > 1):
             pass
             yield 'context parallel '
             yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'context')))
-            yield ' x '
+            yield ', '
         if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')) > 1):
             pass
-            yield '(experts over '
+            yield 'experts over '
             yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')))
-            yield ' ranks) '
-        yield 'data parallelism over '
+            yield ' ranks, '
+        yield 'data parallel '
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel')))
-        yield ' '
-        yield str(environment.finalize(('GPUs' if (environment.charged(environment.call_binop(context, '*', environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor'), environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'context'))) == 1) else 'replicas')))
         yield ' (micro-batch size '
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'micro_batch_size')))
         yield ',\n'
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'microbatches')))
-        yield ' gradient-accumulation steps per optimizer step).'
+        yield ' gradient-accumulation '
+        yield str(environment.finalize(('step' if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'microbatches')) == 1) else 'steps')))
+        yield ' per optimizer step).'
         if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'performance'):
             pass
             yield '\nStep time (model): '
@@ -452,4 +452,4 @@ def root(context, missing=missing):
     yield '\n'
 
 blocks = {}
-debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=73&17=80&18=89&19=94&20=116&21=118&22=121&24=129&26=132&27=137&33=143&34=149&35=161&39=167&40=170&41=172&43=179&44=188&46=208&47=211&49=220&50=254&51=257&53=266&54=276&56=302&60=306&61=311&63=332&65=336&69=354&70=357&72=360&73=365&75=369&76=372&78=393&79=398&81=404&82=409&84=415&85=420&87=426&88=433&92=436&93=441&95=444&97=446'
+debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=73&17=80&18=89&19=94&20=114&21=118&22=121&24=129&26=132&27=137&33=143&34=149&35=161&39=167&40=170&41=172&43=179&44=188&46=208&47=211&49=220&50=254&51=257&53=266&54=276&56=302&60=306&61=311&63=332&65=336&69=354&70=357&72=360&73=365&75=369&76=372&78=393&79=398&81=404&82=409&84=415&85=420&87=426&88=433&92=436&93=441&95=444&97=446'
