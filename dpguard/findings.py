@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import NamedTuple
+from pathlib import Path
+from typing import Any, NamedTuple
 
 # A message quotes values from files (a flag's value, a key, a path): one written to be huge
 # must not make every report huge. A run without blanks longer than MAX_WORD, and a message
@@ -73,3 +74,52 @@ class Finding:
             f"{self.path}:{self.line}:{self.col}: {self.severity.value} {self.code} "
             f"{self.message}{waived}"
         )
+
+
+def split_location(location: str) -> tuple[str, int, int]:
+    """``file:line:col`` -> (file, line, col); ("", 0, 0) when it is not one."""
+    path, _, rest = location.rpartition(":")
+    path, _, line = path.rpartition(":")
+    if not (path and line.isdigit() and rest.isdigit()):
+        return "", 0, 0
+    return path, int(line), int(rest)
+
+
+def shown_path(path: str) -> str:
+    """`path` relative to the current directory when it is absolute and lies under it (reports
+    show paths as the user gave them, not this machine's)."""
+    p = Path(path)
+    if not p.is_absolute():
+        return path
+    try:
+        return p.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return path
+
+
+def relative_location(location: str) -> str:
+    """``file:line:col`` with the file as `shown_path` shows it."""
+    path, line, col = split_location(location)
+    return f"{shown_path(path)}:{line}:{col}" if path else location
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "path": shown_path(finding.path),
+        "code": finding.code,
+        "kind": finding.kind,
+        "severity": finding.severity.value,
+        "message": finding.message,
+        "line": finding.line,
+        "column": finding.col,
+        "waived": finding.waived,
+    }
+    waiver = finding.waiver
+    if waiver is not None:  # who accepted it, why and until when (as SARIF's suppression)
+        out["waiver"] = {
+            "reason": waiver.reason,
+            "owner": waiver.owner,
+            "expires": waiver.expires,
+            "location": relative_location(waiver.location),
+        }
+    return out

@@ -15,14 +15,14 @@ from typing import Any
 from dpguard import perf, resources, sizing
 from dpguard.confine import inside
 from dpguard.errors import ConfigError
+from dpguard.findings import finding_dict
 from dpguard.manifest import format_quantity
 from dpguard.memory import GIB
 from dpguard.planner.alternatives import disagreement
 from dpguard.planner.patch import kept_warnings, manifest_patch
 from dpguard.planner.plan import Plan, ScheduleNumbers, judge_schedules
-from dpguard.policy.model import Policies
+from dpguard.policy.model import Policies, policy_line
 from dpguard.policy.templates import PAGE, pct, sandbox, thousands
-from dpguard.reporters import finding_dict, policy_line
 
 TITLES = {
     "gpipe": "GPipe",

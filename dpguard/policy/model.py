@@ -65,3 +65,7 @@ class Policies:
 
     def get(self, rule_id: str) -> Rule | None:
         return next((r for r in self.rules if r.id == rule_id), None)
+
+
+def policy_line(policies: Policies) -> str:
+    return "policies: " + ", ".join(f"{s.name} {s.version} ({s.digest})" for s in policies.sets)

@@ -96,7 +96,7 @@ class Waivers:
         unused. None: every unused waiver (`--report-unused-waivers`). Without `changes` (a
         plain review, not --baseline) a waiver of a rule on change.* facts cannot have been
         used: no rule on those facts was judged, so it is not reported."""
-        from dpguard.reporters.model import relative_location
+        from dpguard.findings import relative_location
 
         unused = [
             (i, w)

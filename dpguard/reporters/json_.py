@@ -38,7 +38,7 @@ def decision_dict(result: FileResult) -> dict[str, Any] | None:
 def plan_data(plan: Plan | None, policies: Policies | None) -> dict[str, Any] | None:
     if plan is None or policies is None:
         return None
-    from dpguard.planner.render import plan_dict  # imports this package: import late
+    from dpguard.planner.render import plan_dict  # a plan's page data: only where one is printed
 
     return plan_dict(plan, policies)
 

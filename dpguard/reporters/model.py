@@ -1,7 +1,8 @@
 """The one report value every renderer reads, and the small helpers several renderers share.
 
-Nothing here imports the planner's renderer (`dpguard.planner.render` imports this package for
-`finding_dict` and `policy_line`), so renderers that need it import it inside the function.
+The planner's page data (`dpguard.planner.render`) is imported by the renderers that print a
+plan; the planner imports nothing from here (a finding and a policy set as data live with
+them: `findings.finding_dict`, `policy.model.policy_line`).
 """
 
 from __future__ import annotations
@@ -9,16 +10,22 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from dpguard import __version__
 from dpguard.check import FileResult
 from dpguard.codes import CODES
-from dpguard.findings import Finding, Severity
+from dpguard.findings import (  # noqa: F401 (re-exported for the renderers)
+    Finding,
+    Severity,
+    finding_dict,
+    relative_location,
+    shown_path,
+    split_location,
+)
 from dpguard.planner.plan import Plan
 from dpguard.policy.facts import FACTS
-from dpguard.policy.model import KIND_SEVERITY, Policies, Rule
+from dpguard.policy.model import KIND_SEVERITY, Policies, Rule, policy_line
 from dpguard.policy.templates import pct
 
 REPORT_VERSION = 1
@@ -122,33 +129,6 @@ def rule_info(report: Report, code: str) -> RuleInfo:
         return RuleInfo(code, title, help_, Severity.ERROR, "manifest")
     title = ENGINE_CODES.get(code, f"dpguard finding {code}")
     return RuleInfo(code, title, f"{code}: {title} ({family}).", Severity.ERROR, "engine")
-
-
-def split_location(location: str) -> tuple[str, int, int]:
-    """``file:line:col`` -> (file, line, col); ("", 0, 0) when it is not one."""
-    path, _, rest = location.rpartition(":")
-    path, _, line = path.rpartition(":")
-    if not (path and line.isdigit() and rest.isdigit()):
-        return "", 0, 0
-    return path, int(line), int(rest)
-
-
-def shown_path(path: str) -> str:
-    """`path` relative to the current directory when it is absolute and lies under it (reports
-    show paths as the user gave them, not this machine's)."""
-    p = Path(path)
-    if not p.is_absolute():
-        return path
-    try:
-        return p.relative_to(Path.cwd()).as_posix()
-    except ValueError:
-        return path
-
-
-def relative_location(location: str) -> str:
-    """``file:line:col`` with the file as `shown_path` shows it."""
-    path, line, col = split_location(location)
-    return f"{shown_path(path)}:{line}:{col}" if path else location
 
 
 def relative_uri(path: str) -> str:
@@ -275,10 +255,6 @@ def plan_summary(plan: Plan) -> str:
     return text
 
 
-def policy_line(policies: Policies) -> str:
-    return "policies: " + ", ".join(f"{s.name} {s.version} ({s.digest})" for s in policies.sets)
-
-
 def policy_lines(report: Report) -> list[str]:
     """Which rules judged: one line per config, naming the config (and, when files in one call
     were judged by different configs, which files each judged)."""
@@ -311,28 +287,6 @@ def config_lines(report: Report) -> list[str]:
 def policy_sets(report: Report) -> list[dict[str, str]]:
     sets = report.policies.sets if report.policies else ()
     return [{"name": s.name, "version": s.version, "digest": s.digest} for s in sets]
-
-
-def finding_dict(finding: Finding) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "path": shown_path(finding.path),
-        "code": finding.code,
-        "kind": finding.kind,
-        "severity": finding.severity.value,
-        "message": finding.message,
-        "line": finding.line,
-        "column": finding.col,
-        "waived": finding.waived,
-    }
-    waiver = finding.waiver
-    if waiver is not None:  # who accepted it, why and until when (as SARIF's suppression)
-        out["waiver"] = {
-            "reason": waiver.reason,
-            "owner": waiver.owner,
-            "expires": waiver.expires,
-            "location": relative_location(waiver.location),
-        }
-    return out
 
 
 TOOL = {"name": "dpguard", "version": __version__}
