@@ -1116,3 +1116,16 @@ def test_the_rollback_target_is_a_schedule_the_framework_runs(tmp_path, policies
     assert _simpler(manifest, "dualpipev", settings, None) == "zb1p"
     # `plan --emit`'s schedules decide when given
     assert _simpler(manifest, "dualpipev", settings, ("1f1b", "dualpipev")) == "1f1b"
+
+
+def test_zero3_without_a_pipeline_stays_within_the_calibrated_sharding(tmp_path, policies):
+    """The step-time model prices ZeRO-3 within 25 % up to 384-way sharding and is 28-79 %
+    optimistic beyond (DeepSpeed's 640-2,240-way runs): on 1,024 GPUs the plan without a
+    pipeline shards over 256 ranks (TP 4), never 1,024, unless the policy widens the range."""
+    doc = merged(MPT_70B, {"cluster": {"gpus": 1024}, "training": {"global_batch_size": 4096}})
+    path = write(tmp_path, doc)
+    plan = plan_of(path, policies)
+    assert plan.unpipelined == "sharded"
+    assert plan.data_parallel <= policies.settings["planner"]["sharded_max_ranks"] == 384
+    wide = plan_of(path, _layered(tmp_path, policies, sharded_max_ranks=4096))
+    assert (wide.tensor, wide.data_parallel) == (1, 1024)

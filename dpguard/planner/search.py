@@ -511,10 +511,15 @@ def _unpipelined(
     micro-batch that fits; otherwise (the model needs no pipeline) the first one, at the
     manifest's micro-batch size."""
     out: list[Candidate] = []
+    # under ZeRO-3, only sharding groups within the step-time model's calibrated range compete
+    widest = settings["planner"].get("sharded_max_ranks") if competing else None
+    sharded = manifest.training.zero_stage >= 3
     for t in tensors:
         for c in contexts:
             if manifest.cluster.gpus % (t * c):
                 why.append(f"tensor {t} x context {c} does not divide the GPUs")
+                continue
+            if sharded and widest is not None and manifest.cluster.gpus // (t * c) > widest:
                 continue
             base = sizing.Strategy("none", t, 1, _expert_size(manifest, t, 1, settings), c, 1, 1)
             found = _fit(manifest, base, settings, why, attempt, competing)
