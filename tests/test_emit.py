@@ -230,3 +230,18 @@ def test_what_emit_prints_passes_the_framework_s_own_launch_checks(path, fmt, po
     problems = launch_problems(plan, fmt, text, policies)
     refused = [n for n in notes if n.startswith(f"{fmt} refuses this at launch")]
     assert len(refused) == len(problems), (problems, notes)
+
+
+def test_every_profile_that_emits_names_a_registered_emitter() -> None:
+    """A profile's `emit` format (policies/frameworks) is one `plan --emit` writes, through the
+    `emit_config` of that framework's module, and every registered format is some profile's:
+    the data and the code cannot drift apart."""
+    import importlib
+
+    from dpguard.frameworks import profiles
+    from dpguard.frameworks.emit import EMIT_FORMATS
+
+    named = {p.emit for p in profiles.load_profiles().values() if p.emit is not None}
+    assert named == set(EMIT_FORMATS)
+    for fmt in EMIT_FORMATS:
+        assert callable(importlib.import_module(f"dpguard.frameworks.{fmt}").emit_config)
