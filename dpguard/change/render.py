@@ -11,10 +11,9 @@ from typing import Any
 
 from dpguard import __version__
 from dpguard.change.model import Change, ChangeReport, KeyChange, Side
-from dpguard.findings import Severity
+from dpguard.findings import Severity, finding_dict
 from dpguard.manifest import format_quantity, parse_quantity
 from dpguard.policy.templates import pct
-from dpguard.reporters.model import finding_dict
 from dpguard.reporters.safe import escape_data, escape_property, json_text, safe_line
 
 DIFF_VERSION = 1

@@ -361,8 +361,37 @@ def make_plan(
     unpipelined = ""
     if status == "no-pipeline":
         unpipelined = "one-gpu" if fits_one else result.unpipelined
-    if c is None:
-        return _infeasible(manifest, outcome, policies, status, tuple(notes), excluded_by)
+    # what every plan states, a layout or none
+    common: dict[str, Any] = {
+        "manifest": manifest,
+        "outcome": outcome,
+        "status": status,
+        "memory_limit_gb": sizing.usable_bytes(manifest, settings) / sizing.GIB,
+        "ideal_gpu_hours": sizing.ideal_gpu_hours(manifest, settings),
+        "efficiency": sizing.efficiency(manifest, settings),
+        "notes": tuple(notes),
+        "excluded_by": excluded_by,
+        "proposal_performance": _proposal_performance(manifest, outcome),
+        "settings": settings,
+        "policies": policies,
+    }
+    if c is None:  # the notes say why and what would make a layout fit
+        return Plan(
+            **common,
+            schedule=None,
+            tensor=0,
+            pipeline=0,
+            expert=0,
+            context=0,
+            data_parallel=0,
+            microbatches=0,
+            micro_batch_size=0,
+            memory=None,
+            op_times={},
+            kernel=Kernel("none", "", ""),
+            rollback_threshold=None,
+            expected_utilization=None,
+        )
     s, schedule = c.strategy, c.strategy.schedule
     performance = predicted(manifest, s, c.micro_batch_size)
     threshold = expected = None
@@ -375,9 +404,7 @@ def make_plan(
             expected = 100 * performance.mfu
             threshold = expected * performance.low / performance.tokens_per_s_per_gpu
     return Plan(
-        manifest=manifest,
-        outcome=outcome,
-        status=status,
+        **common,
         schedule=schedule,
         tensor=s.tensor,
         pipeline=s.pipeline,
@@ -387,62 +414,16 @@ def make_plan(
         microbatches=s.microbatches,
         micro_batch_size=c.micro_batch_size,
         memory=c.memory,
-        memory_limit_gb=sizing.usable_bytes(manifest, settings) / sizing.GIB,
-        ideal_gpu_hours=sizing.ideal_gpu_hours(manifest, settings),
-        efficiency=sizing.efficiency(manifest, settings),
         op_times=_op_seconds(manifest, c, settings) if schedule != "none" else {},
         kernel=_kernel(manifest, s.tensor, s.expert, settings),
         rollback_threshold=threshold,
         expected_utilization=expected,
-        notes=tuple(notes),
         training_changes=result.changes,
         training_settings=result.training,
         strategy=s,
-        excluded_by=excluded_by,
         unpipelined=unpipelined,
         performance=performance,
-        proposal_performance=_proposal_performance(manifest, outcome),
         simpler=_simpler(manifest, schedule, settings, schedules),
-        settings=settings,
-        policies=policies,
-    )
-
-
-def _infeasible(
-    manifest: Manifest,
-    outcome: Outcome,
-    policies: Policies,
-    status: str,
-    notes: tuple[str, ...],
-    excluded_by: str | None,
-) -> Plan:
-    """The plan when no layout fits: the notes say why and what would make one fit."""
-    settings = policies.settings
-    return Plan(
-        manifest=manifest,
-        outcome=outcome,
-        status=status,
-        schedule=None,
-        tensor=0,
-        pipeline=0,
-        expert=0,
-        context=0,
-        data_parallel=0,
-        microbatches=0,
-        micro_batch_size=0,
-        memory=None,
-        memory_limit_gb=sizing.usable_bytes(manifest, settings) / sizing.GIB,
-        ideal_gpu_hours=sizing.ideal_gpu_hours(manifest, settings),
-        efficiency=sizing.efficiency(manifest, settings),
-        op_times={},
-        kernel=Kernel("none", "", ""),
-        rollback_threshold=None,
-        expected_utilization=None,
-        notes=notes,
-        excluded_by=excluded_by,
-        proposal_performance=_proposal_performance(manifest, outcome),
-        settings=settings,
-        policies=policies,
     )
 
 

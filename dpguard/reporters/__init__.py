@@ -11,14 +11,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from dpguard.check import FileResult
-from dpguard.reporters.model import (
-    REPORT_VERSION,
-    Report,
-    decision_line,
-    finding_dict,
-    plan_summary,
-    policy_line,
-)
+from dpguard.findings import finding_dict
+from dpguard.policy.model import policy_line
+from dpguard.reporters.model import REPORT_VERSION, Report, decision_line, plan_summary
 from dpguard.reporters.output import emit, write_atomic
 
 

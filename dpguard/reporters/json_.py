@@ -11,15 +11,10 @@ from typing import Any
 
 from dpguard.check import FileResult
 from dpguard.config import display
+from dpguard.findings import finding_dict
 from dpguard.planner.plan import Plan
 from dpguard.policy.model import Policies
-from dpguard.reporters.model import (
-    REPORT_VERSION,
-    TOOL,
-    Report,
-    finding_dict,
-    policy_sets,
-)
+from dpguard.reporters.model import REPORT_VERSION, TOOL, Report, policy_sets
 from dpguard.reporters.safe import json_text
 
 

@@ -18,7 +18,8 @@ import xml.etree.ElementTree as ET
 
 from dpguard.check import FileResult
 from dpguard.findings import Finding
-from dpguard.reporters.model import Report, policy_line, rule_info
+from dpguard.policy.model import policy_line
+from dpguard.reporters.model import Report, rule_info
 from dpguard.reporters.safe import safe_line, visible
 
 

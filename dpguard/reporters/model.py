@@ -15,14 +15,7 @@ from urllib.parse import quote
 from dpguard import __version__
 from dpguard.check import FileResult
 from dpguard.codes import CODES
-from dpguard.findings import (  # noqa: F401 (re-exported for the renderers)
-    Finding,
-    Severity,
-    finding_dict,
-    relative_location,
-    shown_path,
-    split_location,
-)
+from dpguard.findings import Finding, Severity
 from dpguard.planner.plan import Plan
 from dpguard.policy.facts import FACTS
 from dpguard.policy.model import KIND_SEVERITY, Policies, Rule, policy_line

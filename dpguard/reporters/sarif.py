@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpguard.findings import Finding, Severity
+from dpguard.findings import Finding, Severity, split_location
 from dpguard.reporters.model import (
     INFORMATION_URI,
     TOOL,
@@ -22,7 +22,6 @@ from dpguard.reporters.model import (
     policy_sets,
     relative_uri,
     rule_info,
-    split_location,
 )
 from dpguard.reporters.safe import json_text
 
