@@ -157,7 +157,15 @@ class Runtime:
     # communication kind -> overlapped with compute: the profile's `overlap`, then the
     # manifest's runtime.overlap (the step-time model reads it, dpguard.perf)
     overlap: Mapping[str, bool] = field(default_factory=dict, compare=False)
+    # communication kind -> the only schedules the profile overlaps it under (Megatron-LM
+    # overlaps pipeline sends in its interleaved schedule only); none for a kind the manifest sets
+    overlap_schedules: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
     sharded_gathers_per_layer: int = 1  # the profile's ZeRO-3 / FSDP collectives per layer
+
+    def overlapped(self, schedule: str) -> dict[str, bool]:
+        """What the framework overlaps under `schedule`, kind by kind."""
+        only = self.overlap_schedules
+        return {k: v and (k not in only or schedule in only[k]) for k, v in self.overlap.items()}
 
 
 @dataclass(frozen=True)
@@ -271,6 +279,8 @@ def _plain(items: list[tuple[str, Any]]) -> dict[str, Any]:
     def plain(v: Any) -> Any:
         if hasattr(v, "_asdict"):  # a NamedTuple such as the MLA ranks
             return dict(v._asdict())
+        if isinstance(v, dict):  # runtime.overlap_schedules: kind -> schedules
+            return {k: plain(x) for k, x in v.items()}
         return list(v) if isinstance(v, tuple) else v
 
     return {k: plain(v) for k, v in items}
@@ -332,12 +342,16 @@ def build_runtime(data: Mapping[str, Any], framework: str | None = None) -> Runt
     chosen = profiles.profile(framework or stated)
     written = runtime_overrides(data)
     applied = chosen.runtime(written, stated is not None)
-    overlap = {**chosen.overlap, **((data.get("runtime") or {}).get("overlap") or {})}
+    written_overlap = (data.get("runtime") or {}).get("overlap") or {}
+    overlap = {**chosen.overlap, **written_overlap}
     return Runtime(
         profile=chosen.name,
         stated=stated is not None,
         overrides=tuple(sorted(k for k in written if applied[k] == written[k])),
         overlap=overlap,
+        overlap_schedules={
+            k: v for k, v in chosen.overlap_schedules.items() if k not in written_overlap
+        },
         sharded_gathers_per_layer=chosen.sharded_gathers_per_layer,
         **applied,
     )

@@ -164,6 +164,25 @@ def test_overlap_hides_data_parallel_communication(tmp_path: Path) -> None:
     assert hidden.step_time_s < plain.step_time_s
 
 
+def test_megatron_overlaps_pipeline_sends_only_when_interleaving(tmp_path: Path) -> None:
+    """Megatron-LM's schedule without interleaving sends and receives synchronously (it raises
+    on overlap_p2p_comm): its sends cost in full; the interleaved schedule's overlap them
+    (the profile's `overlap.pp.schedules`), and so does DualPipe by design. A manifest that
+    writes `runtime.overlap.pp` has the last word under every schedule."""
+    m = manifest(tmp_path)
+    assert m.runtime.overlapped("1f1b")["pp"] is False
+    assert m.runtime.overlapped("interleaved-1f1b")["pp"] is True
+    sync = predict(m, layout(m, pipeline=16)).breakdown_s["pp"]  # one chunk per rank
+    inter = predict(m, layout(m, pipeline=16, schedule="interleaved-1f1b", virtual_stages=2))
+    res = float(load()["communication"]["overlapped_residual"])
+    # twice the chunks, each send at the overlapped residual
+    assert inter.breakdown_s["pp"] == pytest.approx(2 * res * sync, rel=0.01)
+    written = manifest(tmp_path, LLAMA_70B + "runtime:\n  overlap: {pp: true}\n", "w.yaml")
+    assert written.runtime.overlapped("1f1b")["pp"] is True
+    hidden = predict(written, layout(written, pipeline=16))
+    assert hidden.breakdown_s["pp"] == pytest.approx(res * sync, rel=0.01)
+
+
 def test_fp8_is_faster_than_bf16_on_hopper_but_not_twice(tmp_path: Path) -> None:
     m = manifest(tmp_path)
     fp8 = replace(m, training=replace(m.training, precision="fp8"))

@@ -325,8 +325,8 @@ def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, ca
     more change at the closest layout with full recompute: FP8 storage barely helps, the
     optimizer in host memory leaves 295 GiB, twice the GPUs (more ZeRO sharding) 579 GiB; the
     last says how many GPUs would do: 256, the first doubling at which a layout fits with every
-    lever on. Interleaving, which the decision table accepts, is not tried: the manifest
-    proposes no virtual stages."""
+    lever on. Interleaving, which the decision table accepts, is tried at its searched depths
+    and holds more in flight (997 GiB)."""
     path = write(tmp_path, IMPOSSIBLE)
     plan = plan_of(path, policies)
     assert (plan.status, plan.schedule, plan.memory) == ("infeasible", None, None)
@@ -335,6 +335,8 @@ def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, ca
         "988.6 GiB per GPU is over 37.4 GiB",
         "zb1p was not possible at any P up to 64 (the policy's max_pipeline): P = 2, T = 4: "
         "988.6 GiB per GPU is over 37.4 GiB",
+        "interleaved-1f1b was not possible at any P up to 64 (the policy's max_pipeline): P = 2, "
+        "T = 4: 997.0 GiB per GPU is over 37.4 GiB",
         "at the closest layout (P = 2, T = 4, full recompute) the worst rank after one more "
         "change, against 37.4 GiB usable: activation_storage: fp8 -> 863.3 GiB; "
         "optimizer_offload: 1 -> 294.8 GiB; gpus: 16 -> 579.2 GiB",
@@ -660,13 +662,13 @@ def test_plan_bubbles_equal_dpguard_bubble_and_the_simulator(name, policies, cap
 def test_rollback_trigger_is_the_predicted_mfu_and_its_band(policies):
     """frontier-moe (P = 32, M = 240): the trigger's metric is model-FLOPs utilisation from the
     logged step time; the plan expects the step-time model's MFU and triggers below the low
-    end of its calibrated band (policies/performance/model.yaml band.low = -20 %): 0.8 x the
+    end of its calibrated band (policies/performance/model.yaml band.low = -15 %): 0.85 x the
     expectation. The simpler schedule (policies/planner.yaml rollback.simpler) is DualPipeV,
     priced by the same model at the same layout."""
     plan = plan_of(EXAMPLES / "frontier-moe.yaml", policies)
     assert plan.performance is not None and plan.rollback_performance is not None
     assert plan.expected_utilization == pytest.approx(100 * plan.performance.mfu, rel=1e-12)
-    assert plan.rollback_threshold == pytest.approx(0.8 * plan.expected_utilization, rel=1e-12)
+    assert plan.rollback_threshold == pytest.approx(0.85 * plan.expected_utilization, rel=1e-12)
     assert plan.rollback_to == "dualpipev"
     assert plan.rollback_performance.layout.schedule == "dualpipev"
     data = plan_dict(plan, policies)

@@ -59,6 +59,8 @@ class Profile:
     traits: Mapping[str, Any]  # only the traits the framework has
     trait_sources: Mapping[str, str]
     overlap: Mapping[str, bool]  # communication kind -> overlapped by default
+    # communication kind -> the only schedules under which it is overlapped (the rest: all)
+    overlap_schedules: Mapping[str, tuple[str, ...]]
     emit: str | None
     validations: tuple[str, ...]
     sharded_gathers_per_layer: int = 1  # ZeRO-3 / FSDP collectives per layer and pass
@@ -182,6 +184,9 @@ def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Profile:
         traits=MappingProxyType({k: v["value"] for k, v in traits.items()}),
         trait_sources=MappingProxyType({k: v["source"] for k, v in traits.items()}),
         overlap=MappingProxyType({k: v["overlapped"] for k, v in overlap.items()}),
+        overlap_schedules=MappingProxyType(
+            {k: tuple(v["schedules"]) for k, v in overlap.items() if "schedules" in v}
+        ),
         emit=data.get("emit"),
         validations=tuple(data.get("validations", ())),
         sharded_gathers_per_layer=int(data.get("sharded_gathers_per_layer", {}).get("value", 1)),

@@ -27,9 +27,11 @@ from dpguard.perf.model import (
 )
 from dpguard.schedules import SCHEDULES, OpTimes, check
 
-# Schedules that overlap one micro-batch's expert all-to-all with another's compute by design
-# (DualPipe README: "computation-communication overlap" of forward and backward chunks).
-_OVERLAPS_EP = frozenset({"dualpipe", "dualpipev"})
+# Schedules that overlap one micro-batch's expert all-to-all and pipeline sends with another's
+# compute by design (DualPipe README: "computation-communication overlap" of forward and
+# backward chunks; DeepSeek-V3 §3.2.1: "both all-to-all and PP communication can be fully
+# hidden").
+_OVERLAPS_BY_DESIGN = frozenset({"dualpipe", "dualpipev"})
 # All-to-all kernels that send a token once per remote node and fan it out over NVLink there
 # (DeepEP internode kernels; UCCL-EP and MORI implement the same protocol), and those that
 # dispatch FP8 under FP8 training (DeepEP README: "FP8 dispatching").
@@ -104,7 +106,7 @@ def _layer_costs(c: _Context, p: Pass, recompute: bool) -> dict[str, float]:
     tp_f = _exposed(p.tp, p.gemm, o.get("tp", False), res)
     cp_f = _exposed(p.cp, p.attention, o.get("cp", False), res)
     cp_b = _exposed(2 * p.cp, bwd_attention, o.get("cp", False), res)
-    ep_overlap = o.get("ep", False) or c.layout.schedule in _OVERLAPS_EP
+    ep_overlap = o.get("ep", False) or c.layout.schedule in _OVERLAPS_BY_DESIGN
     ep_f = _exposed(p.ep, fwd, ep_overlap, res)
     redo = _recompute(c, p) if recompute else (0.0, 0.0, 0.0, 0.0)
     return {
@@ -203,7 +205,8 @@ def _pp_send(c: _Context) -> float:
     )
     seconds = lat + c.shape.tokens * c.arch.hidden_size * 2 / lay.tensor / bw
     res = float(c.d["communication"]["overlapped_residual"])
-    return res * seconds if c.overlap.get("pp", False) else seconds
+    overlapped = c.overlap.get("pp", False) or lay.schedule in _OVERLAPS_BY_DESIGN
+    return res * seconds if overlapped else seconds
 
 
 def _ranks(c: _Context, passes: Mapping[bool, Pass]) -> list[_Costs]:
@@ -474,7 +477,7 @@ def predict(manifest: Manifest, layout: Layout) -> Prediction:
         if t.precision == "fp8" and manifest.communication.all_to_all_kernel in _FP8_DISPATCH
         else 2.0,
     )
-    c = _Context(manifest, arch, layout, hw, d, shape, manifest.runtime.overlap)
+    c = _Context(manifest, arch, layout, hw, d, shape, manifest.runtime.overlapped(layout.schedule))
     passes = {False: _layer_pass(arch, False, shape, hw)}
     if arch.moe:
         passes[True] = _layer_pass(arch, True, shape, hw)

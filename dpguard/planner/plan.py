@@ -290,11 +290,15 @@ def _judge(
 
 
 def _schedule_order(
-    manifest: Manifest, outcome: Outcome, schedules: tuple[str, ...] | None
+    manifest: Manifest,
+    outcome: Outcome,
+    schedules: tuple[str, ...] | None,
+    settings: Mapping[str, Any],
 ) -> tuple[tuple[str, ...], str | None]:
     """The schedules the search tries, in order (the decision's, then its acceptable ones),
-    among those the framework runs (the stated framework's profile, or `schedules`), and the
-    stated framework's profile when it does not run the decision table's choice."""
+    among those the framework runs (the stated framework's profile, or `schedules`), then the
+    policy's `planner.framework_fallback` and 1F1B; and the stated framework's profile when it
+    does not run the decision table's choice."""
     decided = outcome.schedule
     excluded_by = None
     if schedules is None and manifest.runtime.stated:
@@ -306,30 +310,31 @@ def _schedule_order(
         return (), excluded_by
     acceptable = outcome.decision.acceptable if outcome.decision and not outcome.redirects else ()
     order = (decided, *(a for a in acceptable if a not in (decided, "none")))
-    if manifest.parallelism is None or manifest.parallelism.virtual_stages < 2:
-        # interleaving at V = 1 is 1F1B; V is the proposal's to choose, never the search's
-        order = tuple(n for n in order if n != "interleaved-1f1b")
     if schedules is not None:
-        # 1F1B runs everywhere: the fallback when the policies accept none of them
-        order = tuple(dict.fromkeys((*(n for n in order if n in schedules), "1f1b")))
+        # 1F1B, which every profile runs, is the last resort after the policy's fallback
+        fallback = (*settings["planner"].get("framework_fallback", ()), "1f1b")
+        order = tuple(n for n in dict.fromkeys((*order, *fallback)) if n in schedules)
     return order, excluded_by
 
 
 def _search_space(
-    manifest: Manifest, outcome: Outcome, schedules: tuple[str, ...] | None
+    manifest: Manifest,
+    outcome: Outcome,
+    schedules: tuple[str, ...] | None,
+    settings: Mapping[str, Any],
 ) -> tuple[bool, tuple[str, ...], str | None, bool]:
     """(whether the model fits one GPU, the schedules to search in order, the framework that
     does not run the decision's schedule, whether a pipeline is needed)."""
     # The policies computed it for HR004 already (sized_facts); the plan must agree with them.
     fits_one = bool(outcome.facts["derived.model_fits_one_gpu"])
-    order, excluded_by = _schedule_order(manifest, outcome, schedules)
+    order, excluded_by = _schedule_order(manifest, outcome, schedules, settings)
     return fits_one, order, excluded_by, bool(order) and not fits_one
 
 
 def recommended_schedule(manifest: Manifest, outcome: Outcome, policies: Policies) -> str | None:
     """The schedule `make_plan` recommends (None: nothing is feasible), from the first layout
     that fits rather than the fastest: what a review needs when no output shows the plan."""
-    _, order, _, pipeline_needed = _search_space(manifest, outcome, None)
+    _, order, _, pipeline_needed = _search_space(manifest, outcome, None, policies.settings)
     found = search(manifest, order, policies.settings, pipeline_needed, first_only=True)
     return found.candidate.strategy.schedule if found.candidate is not None else None
 
@@ -344,7 +349,9 @@ def make_plan(
     framework's profile, or `schedules`: `plan --emit`'s)."""
     settings = policies.settings
     refused = outcome.schedule == "none"
-    fits_one, order, excluded_by, pipeline_needed = _search_space(manifest, outcome, schedules)
+    fits_one, order, excluded_by, pipeline_needed = _search_space(
+        manifest, outcome, schedules, settings
+    )
     result = search(manifest, order, settings, pipeline_needed)
     if result.training:  # the plan switched recompute or SP: judge and price it that way
         manifest = replace(manifest, training=replace(manifest.training, **dict(result.training)))

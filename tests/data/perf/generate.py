@@ -420,7 +420,11 @@ for name, gpus, layers, h, heads, mbs, rows in (
                 f"zb-{name}-{sched}-m{m}",
                 samples * 1024,
                 "rep",
-                "bf16; vocabulary 51,200; fused attention; gradient all-reduce absent (DP 1)",
+                "vocabulary 51,200; gradient all-reduce absent (DP 1); from the paper's "
+                "launch script (sail-sg/zero-bubble-pipeline-parallelism "
+                "examples/pretrain_zero_bubble.sh): fp16, flash attention, one layer per "
+                "interleaved chunk and --no-overlap-p2p-communication (pipeline sends exposed) as "
+                "that script sets them",
                 cluster=cluster(gpus, "A100-80GB", 200),
                 model={
                     "layers": layers,
@@ -433,8 +437,9 @@ for name, gpus, layers, h, heads, mbs, rows in (
                 training={
                     "global_batch_size": m * mbs,
                     "micro_batch_size": mbs,
-                    "precision": "bf16",
+                    "precision": "fp16",
                 },
+                runtime={"overlap": {"pp": False}},
                 parallelism={
                     "tensor": 1,
                     "pipeline": gpus,
