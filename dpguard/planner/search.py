@@ -318,16 +318,14 @@ def _contexts(manifest: Manifest, settings: Mapping[str, Any]) -> tuple[int, ...
     return tuple(c for c in planner.get("context_candidates", (1,)) if seq % (2 * c) == 0) or (1,)
 
 
-def _virtuals(schedule: str, written: int) -> tuple[int, ...]:
-    """Interleaving depths to try: the proposal's first, then the depths Megatron-LM and
-    torchtitan runs use (the NeMo recipes run 5-20 chunks per rank; Llama 3 405B interleaves 16
-    stages deep); other schedules run at the depth written."""
+def _virtuals(schedule: str, written: int, settings: Mapping[str, Any]) -> tuple[int, ...]:
+    """Interleaving depths to try: the proposal's first, then the policy's
+    `planner.interleaving_candidates`; other schedules run at the depth written."""
     if schedule != "interleaved-1f1b":
         return (written,)
-    return tuple(dict.fromkeys((written, *_INTERLEAVING))) if written >= 2 else _INTERLEAVING
+    candidates = tuple(settings["planner"].get("interleaving_candidates", (2,)))
+    return tuple(dict.fromkeys((written, *candidates))) if written >= 2 else candidates
 
-
-_INTERLEAVING = (2, 3, 4, 5, 6, 8)
 
 # The search space in depth: from the smallest P that fits up to twice it. At a fixed global
 # batch M/P (so the bubble) does not change with P; a deeper pipeline only trades data-parallel
@@ -355,7 +353,7 @@ def _fitting_pipelines(
     prefer_even = bool(settings["planner"].get("even_stages", False))
     even: list[Candidate] = []
     uneven: list[Candidate] = []
-    for v in _virtuals(schedule, virtual):
+    for v in _virtuals(schedule, virtual, settings):
         cap = _cap(manifest, schedule, v, settings)
         first: int | None = None  # the smallest depth that fits at this T and v
         for pipe in _pipelines(manifest, tensor, context, settings, cap):
