@@ -539,7 +539,10 @@ def _chosen(
     when the step-time model expects it to be faster still (with a note, both step times in
     it). It must be predicted strictly faster: the tolerance's shallower-first rule, which
     decides among pipelined layouts, would drop the pipeline on any near-tie (it put a 70B on
-    256 H100 at TP 8 alone on a 2 % difference, where published 70B runs pipeline)."""
+    256 H100 at TP 8 alone on a 2 % difference, where published 70B runs pipeline), and a
+    margin in the pipeline's favour keeps one where published runs that fit without it run
+    without it (a 5 % margin pipelined Megatron-LM's 32B weak-scaling run and NeMo's GPT-3
+    20B)."""
     best = _fastest(manifest, pipelined, settings) if pipelined else None
     alone = _fastest(manifest, flat, settings) if flat else None
     if alone is None:
