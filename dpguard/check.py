@@ -66,7 +66,21 @@ def check_file(
     """Raises InputError (missing file, directory); everything else is a finding. Policies
     judge only manifests that passed the schema and cross-field checks. `defaults` fill what
     a framework config cannot say (.dpguard.yaml ``defaults:`` matching this file). Without
-    `plan_shown` the result carries no plan (`judge_unplanned`)."""
+    `plan_shown` the result carries no plan (`judge_unplanned`). The team's framework profiles
+    among `policies`' files join the shipped ones for this file."""
+    from dpguard.frameworks import profiles
+
+    with profiles.using(policies.profiles if policies is not None else ()):
+        return _checked(path, catalog, policies, defaults, plan_shown)
+
+
+def _checked(
+    path: str,
+    catalog: Catalog | None,
+    policies: Policies | None,
+    defaults: Sequence[SourceDoc],
+    plan_shown: bool,
+) -> FileResult:
     catalog = catalog or load_catalog()
     try:
         doc, fmt, found, facts = load_any(path, defaults)

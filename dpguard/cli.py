@@ -6,6 +6,7 @@ The exit-code table itself lives in `dpguard.exitcodes`; this module maps except
 from __future__ import annotations
 
 import argparse
+import contextvars
 import importlib
 import sys
 import traceback
@@ -90,7 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # argparse: 0 for --help/--version, 2 for usage errors
             return int(exc.code or 0)
-        return int(args.run(args))
+        # in a context of its own: what a command sets for its run (the team's framework
+        # profiles, frameworks.profiles.activate) ends with it, also when main is called again
+        return int(contextvars.copy_context().run(args.run, args))
     except DpguardError as exc:  # may quote a file's text: escaped for a CI log
         from dpguard.reporters.safe import diagnostic
 

@@ -420,6 +420,6 @@ def _runtime(raw: Raw) -> Iterator[tuple[str, str, str]]:
                     where,
                     "X034",
                     f"{where}: {chosen.title} has no {trait} trait to override "
-                    f"(policies/frameworks/{framework}.yaml; its traits: "
+                    f"({chosen.path}; its traits: "
                     f"{', '.join(sorted(chosen.traits))})",
                 )

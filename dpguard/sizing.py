@@ -385,7 +385,8 @@ def stage_memory(
     the call (dpguard.memo): the verdict, its remedies and the search size the same layouts."""
     return _SIZED.get(
         settings,
-        (manifest.content, s, training, span),
+        # a band spans the profiles in effect, a team's too (frameworks.profiles.using)
+        (manifest.content, s, training, span, profiles.team() if span else ()),
         lambda: estimate_stages(manifest, s, settings, training, span),
     )
 
@@ -431,9 +432,9 @@ def estimate_stages(
     )
     central = memory.estimate(arch, degrees, training or training_setup(manifest), layout, band)
     if not span or manifest.runtime.stated:
-        profile = manifest.runtime.profile
+        profile = profiles.profile(manifest.runtime.profile)
         changed = ", ".join(manifest.runtime.overrides)
-        line = f"runtime traits of the {profile} profile (policies/frameworks/{profile}.yaml)"
+        line = f"runtime traits of the {profile.name} profile ({profile.path})"
         line += f", overridden: {changed}" if changed else ""
         return central._replace(assumptions=(*central.assumptions, line), runtime=line)
     others = []

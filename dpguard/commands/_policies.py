@@ -63,6 +63,9 @@ def config_of(args: argparse.Namespace, path: str | None = None) -> Config:
 
 def load(extra: Sequence[str], cfg: Config | None = None) -> Policies:
     """The layered stack; `cfg` defaults to the .dpguard.yaml found from the current directory."""
+    from dpguard.frameworks import profiles
     from dpguard.judges import stack
 
-    return stack(extra, cfg)
+    policies = stack(extra, cfg)
+    profiles.activate(policies.profiles)
+    return policies

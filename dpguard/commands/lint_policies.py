@@ -44,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
     for note in change_notes(policies):
         print(note)
     noted = f" ({len(warnings)} warning{'' if len(warnings) == 1 else 's'})" if warnings else ""
-    print(f"{len(policies.sets)} policy sets, {len(policies.rules)} rules: ok{noted}")
+    team = len(policies.profiles)
+    profiles = f", {team} framework profile{'s' if team > 1 else ''}" if team else ""
+    print(f"{len(policies.sets)} policy sets, {len(policies.rules)} rules{profiles}: ok{noted}")
     return ExitCode.OK
 
 

@@ -6,6 +6,10 @@ the loss, the TP and PP implementations), what it overlaps, the `plan --emit` fo
 its config and the policy rules that mirror its launch-time checks. `extends` makes a variant
 (NeMo, Megatron-Bridge, FlagScale over Megatron-core) that replaces its parent key by key.
 
+A team adds its own profiles (an internal fork, a pinned version) without Python: profile files
+listed among a `.dpguard.yaml`'s (or `--policy`'s) policy files join the shipped ones for the
+manifests that config judges (`using`), under new names; `extends` may name a shipped one.
+
 A trait a profile leaves out does not exist in that framework: the mechanism's neutral value
 (`TRAITS`) applies, and a manifest may not override it (`manifest.runtime`). A broken profile is
 dpguard's own broken data: `ConfigError`, exit 2.
@@ -13,9 +17,11 @@ dpguard's own broken data: `ConfigError`, exit 2.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from types import MappingProxyType
 from typing import Any
 
@@ -64,6 +70,7 @@ class Profile:
     emit: str | None
     validations: tuple[str, ...]
     sharded_gathers_per_layer: int = 1  # ZeRO-3 / FSDP collectives per layer and pass
+    path: str = ""  # the file it is defined in (policies/frameworks/NAME.yaml, or a team's)
 
     def runtime(
         self, overrides: Mapping[str, Any] = MappingProxyType({}), stated: bool = True
@@ -80,8 +87,9 @@ class Profile:
 
 
 @cache
-def load_profiles() -> Mapping[str, Profile]:
-    """Every shipped profile by name, validated and with `extends` resolved, once per process."""
+def _shipped() -> tuple[Mapping[str, tuple[str, dict[str, Any]]], Mapping[str, Profile]]:
+    """The shipped profiles' checked data and the profiles, validated and with `extends`
+    resolved, once per process."""
     files = sorted(
         e.name for e in resources.packaged(PACKAGE, FOLDER).iterdir() if e.name.endswith(".yaml")
     )
@@ -89,12 +97,76 @@ def load_profiles() -> Mapping[str, Profile]:
     # Parsing and checking them costs ~10 ms a process: the checked data is remembered as JSON
     # under the digest of these very files and their schema (dpguard.cache.remembered_json)
     key = (resources.schema_text(SCHEMA_FILE).encode(), *(t.encode() for t in texts))
-    return user_cache.remembered_json(
-        "profiles",
-        key,
-        lambda: _checked(files, texts),
-        lambda raw: _assembled({name: (where, data) for name, (where, data) in raw.items()}),
-    )
+
+    def use(
+        raw: Mapping[str, Any],
+    ) -> tuple[dict[str, tuple[str, dict[str, Any]]], Mapping[str, Profile]]:
+        checked = {name: (where, data) for name, (where, data) in raw.items()}
+        return checked, _assembled(checked)
+
+    return user_cache.remembered_json("profiles", key, lambda: _checked(files, texts), use)
+
+
+# A team's profile files ((where, text) each) in effect for the manifest being judged: those
+# its config's policy stack lists (`using`); none outside a judgement
+_TEAM: ContextVar[tuple[tuple[str, str], ...]] = ContextVar("team_profiles", default=())
+# every team profile assembled in this process, by name: a page rendered after its judgement
+# (a plan's alternatives, its rollback target) still finds the profile its manifest names
+_SEEN: dict[str, Profile] = {}
+
+
+def load_profiles() -> Mapping[str, Profile]:
+    """Every profile by name: the shipped ones, and the team's in effect (`using`)."""
+    team = _TEAM.get()
+    return with_team(team) if team else _shipped()[1]
+
+
+@lru_cache(maxsize=16)
+def with_team(team: tuple[tuple[str, str], ...]) -> Mapping[str, Profile]:
+    """The shipped profiles and a team's (`(where, text)` each), checked together: a team
+    profile has a new name, is not the default and may extend any of them."""
+    shipped, _ = _shipped()
+    raw = dict(shipped)
+    for where, text in team:
+        data = _validated(text, where)
+        name = data["metadata"]["name"]
+        if name in raw:
+            raise ConfigError(
+                f"profile {name!r} is defined twice (also {raw[name][0]}): a team profile "
+                "takes a new name and may extend the one it changes",
+                where,
+            )
+        if data["metadata"].get("default"):
+            raise ConfigError("a team profile cannot be the default (metadata.default)", where)
+        raw[name] = (where, data)
+    out = _assembled(raw)
+    _SEEN.update({name: out[name] for name in raw if name not in shipped})
+    return out
+
+
+def team() -> tuple[tuple[str, str], ...]:
+    """The team profiles in effect ((where, text) each)."""
+    return _TEAM.get()
+
+
+def activate(team: Sequence[tuple[str, str]]) -> None:
+    """The team's profiles join the shipped ones for the rest of this command: one that judges
+    a single config's files (plan, memory, perf, test) and prices after judging."""
+    if team:
+        _TEAM.set(tuple(team))
+
+
+@contextmanager
+def using(team: Sequence[tuple[str, str]]) -> Iterator[None]:
+    """The team's profiles join the shipped ones within the block (a no-op without any)."""
+    if not team:
+        yield
+        return
+    token = _TEAM.set(tuple(team))
+    try:
+        yield
+    finally:
+        _TEAM.reset(token)
 
 
 def _checked(files: list[str], texts: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -130,8 +202,11 @@ def default_profile() -> Profile:
 
 
 def profile(name: str | None) -> Profile:
-    """The named profile, or the default one for None (the schema admits known names only)."""
-    return default_profile() if name is None else load_profiles()[name]
+    """The named profile, or the default one for None (X032 admits known names only)."""
+    if name is None:
+        return default_profile()
+    known = load_profiles()
+    return known[name] if name in known else _SEEN[name]
 
 
 def names() -> tuple[str, ...]:
@@ -176,6 +251,7 @@ def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Profile:
     meta, rows = raw[name][1]["metadata"], data["schedules"]
     traits, overlap = data.get("traits", {}), data.get("overlap", {})
     return Profile(
+        path=where,
         name=name,
         title=meta["title"],
         source=meta["source"],

@@ -443,7 +443,7 @@ def _framework_note(outcome: Outcome, excluded_by: str | None) -> list[str]:
     profile = profiles.profile(excluded_by)
     return [
         f"the decision table recommends {outcome.schedule}, which {profile.title} does not "
-        f"run (policies/frameworks/{profile.name}.yaml: {', '.join(profile.schedules)}); "
+        f"run ({profile.path}: {', '.join(profile.schedules)}); "
         "planned with the best schedule it runs"
     ]
 

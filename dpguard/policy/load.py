@@ -9,6 +9,7 @@ import hashlib
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from functools import cache
 from pathlib import Path as FsPath
 from typing import Any
@@ -330,7 +331,13 @@ def load_policies(
     paths: dict[str, str] = {}
     for path in [*shipped_paths(), *expand(extra)]:
         paths.setdefault(os.path.realpath(path), path)
+    shipped = set(shipped_paths())
+    team: list[tuple[str, str]] = []
     for path in paths.values():
+        profile_text = None if path in shipped else _profile_text(path)
+        if profile_text is not None:
+            team.append((path, profile_text))
+            continue
         policy_set, set_problems = load_set(path)
         problems += set_problems
         if policy_set is not None:
@@ -345,9 +352,28 @@ def load_policies(
         )
     policies, layer_problems = layer(sets)
     problems += layer_problems
+    if team:
+        from dpguard.frameworks import profiles
+
+        try:  # checked with the shipped ones: names, `extends`, every trait
+            profiles.with_team(tuple(team))
+        except ConfigError as exc:
+            problems.append(str(exc))
+        policies = replace(policies, profiles=tuple(team))
     if problems:
         raise PolicyError(by_position(problems, list(paths.values())))
     return policies
+
+
+def _profile_text(path: str) -> str | None:
+    """The text of a framework profile file (`kind: FrameworkProfile`) among the policy files,
+    None for anything else (a policy set, or what load_set reports as broken)."""
+    try:
+        text = decoded(read_regular(path))
+        data = load_text(text, path).data
+    except (YamlLoadError, InputError):
+        return None
+    return text if isinstance(data, dict) and data.get("kind") == "FrameworkProfile" else None
 
 
 _POSITION = re.compile(r"^(.*?):(\d+):(\d+): ")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
+
+import yaml
 
 from dpguard.findings import Severity
 from dpguard.policy.conditions import Condition
@@ -59,6 +62,9 @@ class Policies:
     settings: dict[str, Any] = field(default_factory=dict, compare=False)  # merged, later wins
     uses: frozenset[str] = frozenset()  # fact paths the rules read, so costly facts are lazy
     silenced: frozenset[str] = frozenset()  # checks switched off (codes.SILENCEABLE)
+    # the team's framework profiles among the layered files, (path, text) each: they join the
+    # shipped ones for the manifests these policies judge (frameworks.profiles.using)
+    profiles: tuple[tuple[str, str], ...] = ()
 
     def by_kind(self, kind: str) -> tuple[Rule, ...]:
         return tuple(r for r in self.rules if r.kind == kind)
@@ -68,4 +74,22 @@ class Policies:
 
 
 def policy_line(policies: Policies) -> str:
-    return "policies: " + ", ".join(f"{s.name} {s.version} ({s.digest})" for s in policies.sets)
+    return "policies: " + ", ".join(
+        f"{s['name']} {s['version']} ({s['digest']})"
+        if "kind" not in s
+        else f"framework profile {s['name']} ({s['digest']})"
+        for s in provenance(policies)
+    )
+
+
+def provenance(policies: Policies | None) -> list[dict[str, str]]:
+    """What judged: each policy set (name, version, digest of its file), then each team
+    framework profile (name, kind, digest), in layering order; a report names them all."""
+    if policies is None:
+        return []
+    out = [{"name": s.name, "version": s.version, "digest": s.digest} for s in policies.sets]
+    for _path, text in policies.profiles:
+        meta = (yaml.safe_load(text) or {}).get("metadata") or {}
+        digest = "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        out.append({"name": str(meta.get("name")), "kind": "framework-profile", "digest": digest})
+    return out

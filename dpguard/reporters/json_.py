@@ -13,7 +13,7 @@ from dpguard.check import FileResult
 from dpguard.config import display
 from dpguard.findings import finding_dict
 from dpguard.planner.plan import Plan
-from dpguard.policy.model import Policies
+from dpguard.policy.model import Policies, provenance
 from dpguard.reporters.model import REPORT_VERSION, TOOL, Report, policy_sets
 from dpguard.reporters.safe import json_text
 
@@ -38,11 +38,6 @@ def plan_data(plan: Plan | None, policies: Policies | None) -> dict[str, Any] | 
     return plan_dict(plan, policies)
 
 
-def _sets(policies: Policies | None) -> list[dict[str, str]]:
-    sets = policies.sets if policies is not None else ()
-    return [{"name": s.name, "version": s.version, "digest": s.digest} for s in sets]
-
-
 def plain(value: Any) -> Any:
     """`value` as JSON data: YAML's dates, timestamps and odd keys as their text."""
     if isinstance(value, dict):
@@ -65,7 +60,7 @@ def file_dict(report: Report, r: FileResult) -> dict[str, Any]:
         "decision": decision_dict(r),
         "plan": plan_data(r.plan, r.judged_by or report.policies),
         "config": display(r.config) if r.config else None,
-        "policies": _sets(r.judged_by or report.policies),
+        "policies": provenance(r.judged_by or report.policies),
     }
 
 

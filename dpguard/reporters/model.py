@@ -18,7 +18,7 @@ from dpguard.codes import CODES
 from dpguard.findings import Finding, Severity
 from dpguard.planner.plan import Plan
 from dpguard.policy.facts import FACTS
-from dpguard.policy.model import KIND_SEVERITY, Policies, Rule, policy_line
+from dpguard.policy.model import KIND_SEVERITY, Policies, Rule, policy_line, provenance
 from dpguard.policy.templates import pct
 
 REPORT_VERSION = 1
@@ -278,8 +278,7 @@ def config_lines(report: Report) -> list[str]:
 
 
 def policy_sets(report: Report) -> list[dict[str, str]]:
-    sets = report.policies.sets if report.policies else ()
-    return [{"name": s.name, "version": s.version, "digest": s.digest} for s in sets]
+    return provenance(report.policies)
 
 
 TOOL = {"name": "dpguard", "version": __version__}
