@@ -62,16 +62,18 @@ def check_file(
     policies: Policies | None = None,
     defaults: Sequence[SourceDoc] = (),
     plan_shown: bool = True,
+    plan_page: bool = False,
 ) -> FileResult:
     """Raises InputError (missing file, directory); everything else is a finding. Policies
     judge only manifests that passed the schema and cross-field checks. `defaults` fill what
     a framework config cannot say (.dpguard.yaml ``defaults:`` matching this file). Without
-    `plan_shown` the result carries no plan (`judge_unplanned`). The team's framework profiles
-    among `policies`' files join the shipped ones for this file."""
+    `plan_shown` the result carries no plan (`judge_unplanned`); with `plan_page` its plan
+    carries everything the plan page shows (`planner.plan.with_page`). The team's framework
+    profiles among `policies`' files join the shipped ones for this file."""
     from dpguard.frameworks import profiles
 
     with profiles.using(policies.profiles if policies is not None else ()):
-        return _checked(path, catalog, policies, defaults, plan_shown)
+        return _checked(path, catalog, policies, defaults, plan_shown, plan_page)
 
 
 def _checked(
@@ -80,6 +82,7 @@ def _checked(
     policies: Policies | None,
     defaults: Sequence[SourceDoc],
     plan_shown: bool,
+    plan_page: bool,
 ) -> FileResult:
     catalog = catalog or load_catalog()
     try:
@@ -117,7 +120,7 @@ def _checked(
     if policies.silenced:
         warnings = tuple(f for f in warnings if f.code not in policies.silenced)
     if plan_shown:
-        outcome, plan = judge(manifest, policies)
+        outcome, plan = judge(manifest, policies, plan_page)
     else:
         outcome, plan = judge_unplanned(manifest, policies), None
     return FileResult(
@@ -178,15 +181,17 @@ def _source(doc: SourceDoc, source: Mapping[str, Any]) -> tuple[str, str | None]
     return (tidy if same else joined), source.get("format")
 
 
-def judge(manifest: Manifest, policies: Policies) -> tuple[Outcome, Plan]:
+def judge(manifest: Manifest, policies: Policies, page: bool = False) -> tuple[Outcome, Plan]:
     """The policies' verdict and the plan: the rules, the planner, then the rules that read
-    what the planner found (ADV005: no feasible plan)."""
-    from dpguard.planner.plan import make_plan
+    what the planner found (ADV005: no feasible plan). The plan carries what a review's
+    decision line prints, or with `page` everything the plan page and its data show."""
+    from dpguard.planner.plan import make_plan, with_decision, with_page
     from dpguard.policy.engine import evaluate, judge_planned
     from dpguard.policy.facts import manifest_facts
 
     outcome = evaluate(policies, manifest, manifest_facts(manifest))
     plan = make_plan(manifest, outcome, policies)
+    plan = with_page(plan) if page else with_decision(plan)
     return judge_planned(policies, manifest, outcome, planned_facts(plan, outcome)), plan
 
 

@@ -24,6 +24,8 @@ from dpguard.sourcing import through_manifests
 # plan): for the others (the hook's --quiet, SARIF, JUnit) review runs the planner's full search
 # only where a rule reads its numbers (check.judge_unplanned).
 SHOWS_PLAN = frozenset(("text", "json", "github", "markdown"))
+# the formats whose report holds each plan's page data (every schedule, the policies' verdicts)
+SHOWS_PAGE = frozenset(("json", "markdown"))
 # The reports that print only findings and each file's decision line: the manifest, verdict
 # and plan of a file are released as soon as it is judged (reporters.model.released).
 LINES_ONLY = frozenset(("text", "github", "sarif", "junit"))
@@ -45,6 +47,7 @@ def review(
     fail_on: str | None = None,
     today: dt.date,
     shows_plan: bool = True,
+    shows_page: bool = False,
     lines_only: bool = False,
     all_waivers: bool = False,
     debug: bool = False,
@@ -52,12 +55,13 @@ def review(
 ) -> Reviewed:
     """Judge `paths` (files, as dpguard.discover.expand gives them). `policies` layer over each
     file's stack, `config` pins one .dpguard.yaml for all; a broken config, stack or waivers
-    file raises before any file is judged. `shows_plan` / `lines_only`: what the report
-    prints (SHOWS_PLAN, LINES_ONLY). `all_waivers`: warn about every waiver no finding used,
-    not only those whose files were all checked in this call. A bug met in one file is that
-    file's D001 finding and one `internal` message (its traceback with `debug`); the other files
-    are still checked. `part` (reporters.PARTS): render each file's section of the report as
-    soon as it is judged, keeping only the text, so memory stays flat over a batch."""
+    file raises before any file is judged. `shows_plan` / `shows_page` / `lines_only`: what
+    the report prints (SHOWS_PLAN, SHOWS_PAGE, LINES_ONLY). `all_waivers`: warn about every
+    waiver no finding used, not only those whose files were all checked in this call. A bug met
+    in one file is that file's D001 finding and one `internal` message (its traceback with
+    `debug`); the other files are still checked. `part` (reporters.PARTS): render each file's
+    section of the report as soon as it is judged, keeping only the text, so memory stays flat
+    over a batch."""
     paths = through_manifests(paths)  # a sourced config is judged as its manifests
     judge_of, here = judges(paths, policies, config, fail_on, today)
     first = here or next(iter(judge_of.values()))
@@ -74,7 +78,9 @@ def review(
         try:
             result, bug = isolated(
                 path,
-                partial(check_file, path, catalog, judge.policies, defaults, shows_plan),
+                partial(
+                    check_file, path, catalog, judge.policies, defaults, shows_plan, shows_page
+                ),
                 debug,
             )
         except InputError as exc:  # reported; the others are still checked; exit 2 at the end

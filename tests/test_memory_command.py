@@ -188,7 +188,7 @@ def test_the_plan_switches_recompute_when_nothing_fits_as_written(tmp_path, poli
     doc["training"]["activation_recompute"] = "none"
     for key in ("recompute_modules", "activation_storage"):
         doc["training"].pop(key)
-    result = check_file(str(write(tmp_path, doc)), None, policies)
+    result = check_file(str(write(tmp_path, doc)), None, policies, plan_page=True)
     plan = result.plan
     assert plan.status == "planned"
     assert plan.training_changes[0] == "activation_recompute: selective"
@@ -242,7 +242,7 @@ def test_full_recompute_lever_drops_the_recompute_modules(tmp_path, policies):
     doc["training"].update(
         micro_batch_size=2, global_batch_size=4096, recompute_modules=["core_attn"]
     )
-    plan = check_file(str(write(tmp_path, doc)), None, policies).plan
+    plan = check_file(str(write(tmp_path, doc)), None, policies, plan_page=True).plan
     assert plan.status == "planned"
     assert plan.training_changes == ("activation_recompute: full", "recompute_modules removed")
     assert plan.manifest.training.activation_recompute == "full"

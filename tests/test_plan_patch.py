@@ -43,7 +43,7 @@ def apply(doc: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 
 def assert_self_consistent(path: Path, tmp_path: Path) -> str:
     """Plan `path`, apply the patch, review the result; returns the plan's status."""
-    result = check_file(str(path), None, POLICIES)
+    result = check_file(str(path), None, POLICIES, plan_page=True)
     assert result.plan is not None, [f.format() for f in result.findings]
     plan = result.plan
     patch = manifest_patch(plan)
@@ -55,7 +55,7 @@ def assert_self_consistent(path: Path, tmp_path: Path) -> str:
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     merged = tmp_path / f"merged-{path.name}"
     merged.write_text(yaml.safe_dump(apply(doc, patch), sort_keys=False), encoding="utf-8")
-    again = check_file(str(merged), None, POLICIES)
+    again = check_file(str(merged), None, POLICIES, plan_page=True)
     errors = [f.format() for f in again.findings if f.severity is Severity.ERROR]
     assert errors == [], (plan.status, patch)
     kept = {k.code for k in kept_warnings(plan)}
@@ -77,7 +77,7 @@ def test_the_yaml_form_is_the_patch_with_its_reasons(capsys: pytest.CaptureFixtu
     path = REPO / "examples" / "large-dense.yaml"
     assert main(["plan", str(path), "--format", "yaml"]) == 0
     text = capsys.readouterr().out
-    result = check_file(str(path), None, POLICIES)
+    result = check_file(str(path), None, POLICIES, plan_page=True)
     assert result.plan is not None
     assert yaml.safe_load(text) == manifest_patch(result.plan)
     kept = kept_warnings(result.plan)
@@ -194,7 +194,7 @@ def test_the_plan_of_any_valid_manifest_passes_its_own_review(
 ) -> None:
     path = tmp_path / "generated.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    first = check_file(str(path), None, POLICIES)
+    first = check_file(str(path), None, POLICIES, plan_page=True)
     assume(first.manifest is not None)  # the generator stays valid, but a proposal may not
     status = assert_self_consistent(path, tmp_path)
     event(status)  # --hypothesis-show-statistics: how many of each the run covered

@@ -42,7 +42,7 @@ def variant(tmp_path: Path, name: str, patch: dict[str, dict[str, object]]) -> s
 
 def planned(path: str) -> Plan:
     """The plan `dpguard plan` renders for `path`, as data."""
-    result = check_file(path, None, load_policies(), {})
+    result = check_file(path, None, load_policies(), {}, plan_page=True)
     assert result.plan is not None
     return result.plan
 

@@ -110,7 +110,8 @@ def write(tmp_path: Path, doc: dict[str, Any] | str, name: str = "manifest.yaml"
 
 
 def plan_of(path: Path, policies: Policies) -> Plan:
-    result = check_file(str(path), None, policies)
+    """The plan as `dpguard plan` has it, its page computed."""
+    result = check_file(str(path), None, policies, plan_page=True)
     assert result.plan is not None, [f.format() for f in result.findings]
     return result.plan
 

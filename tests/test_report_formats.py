@@ -393,7 +393,7 @@ def test_markdown_comment(capsys: pytest.CaptureFixture[str]) -> None:
     )
     policies = load_policies([])
     for example in VALID:  # every manifest with a plan embeds its one-page plan
-        result = check_file(example, None, policies)
+        result = check_file(example, None, policies, plan_page=True)
         assert result.plan is not None
         page = demote(render_markdown(result.plan, policies)).rstrip("\n")
         assert page.startswith("#### Pipeline plan: ")

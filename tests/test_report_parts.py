@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dpguard.check import FileResult
-from dpguard.pipeline import review
+from dpguard.pipeline import SHOWS_PAGE, review
 from dpguard.reporters import PARTS, Report, render
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,8 +38,9 @@ def test_sections_rendered_early_are_the_report_rendered_late(
 ) -> None:
     monkeypatch.chdir(REPO)
     files = corpus(tmp_path)
-    late = review(files, today=TODAY)
-    early = review(files, today=TODAY, part=PARTS[fmt])
+    page = fmt in SHOWS_PAGE
+    late = review(files, today=TODAY, shows_page=page)
+    early = review(files, today=TODAY, shows_page=page, part=PARTS[fmt])
     assert all(
         r.part is not None and r.plan is None and r.manifest is None for r in early.report.results
     )
@@ -62,7 +63,7 @@ def test_a_bug_rendering_one_section_is_that_files_finding(
             raise RuntimeError("a reporter bug")
         return PARTS["json"](report, result)
 
-    reviewed = review(files, today=TODAY, part=part)
+    reviewed = review(files, today=TODAY, shows_page=True, part=part)
     assert len(reviewed.internal) == 1 and "small-dense.yaml" in reviewed.internal[0]
     small, large = reviewed.report.results
     assert [f.code for f in small.findings] == ["D001"]
@@ -81,7 +82,7 @@ def test_a_report_written_in_pieces_is_the_report(
 
     monkeypatch.chdir(REPO)
     files = corpus(tmp_path)[:12]
-    report = review(files, today=TODAY, part=PARTS.get(fmt)).report
+    report = review(files, today=TODAY, shows_page=fmt in SHOWS_PAGE, part=PARTS.get(fmt)).report
     pieces = render_pieces(report, fmt)
     assert "".join(pieces) == render(report, fmt)
     assert (len(pieces) > 1) is (fmt == "json")

@@ -169,7 +169,7 @@ def test_a_page_past_its_output_limit_is_a_config_error_in_process(tmp_path: Pat
 
 
 def _planned() -> Plan:
-    result = check_file(SMALL, None, load_policies(), {})
+    result = check_file(SMALL, None, load_policies(), {}, plan_page=True)
     assert result.plan is not None
     return result.plan
 

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_of(args, args.file)  # the same layered stack review judges this file with
     policies = load(args.policy, cfg)
-    result = check_file(args.file, None, policies, cfg.defaults_for(args.file))
+    result = check_file(args.file, None, policies, cfg.defaults_for(args.file), plan_page=True)
     if result.manifest is None or result.outcome is None or result.plan is None:
         for finding in result.findings:
             print(diagnostic(finding.format()), file=sys.stderr)

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
     from dpguard.discover import declares_manifest, expand
     from dpguard.exitcodes import ExitCode
-    from dpguard.pipeline import LINES_ONLY, SHOWS_PLAN, rendered, review
+    from dpguard.pipeline import LINES_ONLY, SHOWS_PAGE, SHOWS_PLAN, rendered, review
     from dpguard.reporters import PARTS, render_pieces
     from dpguard.reporters.output import Text, deliver
     from dpguard.reporters.safe import diagnostic
@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         fail_on=args.fail_on,
         today=args.date or dt.date.today(),
         shows_plan=args.format in SHOWS_PLAN and not quiet,
+        shows_page=args.format in SHOWS_PAGE,
         lines_only=args.format in LINES_ONLY,
         all_waivers=args.report_unused_waivers,
         debug=args.debug,

@@ -1,5 +1,10 @@
 """The plan: one frozen value with every number the one-page plan prints and where it came from.
 
+`make_plan` searches and prices the layout (what the policies' facts read: ADV003's GPU-hours,
+feasibility); `with_decision` adds the simulations a review's decision line prints,
+`with_page` everything the page and its data show. Each is computed once, into a new frozen
+value: renderers and reporters only read it.
+
 The planner proposes (search.py), the policies judge (the decision table and refusals have
 already chosen the schedule; the plan's own strategy is then evaluated by the same rules),
 and the templates render (render.py).
@@ -88,48 +93,39 @@ class Plan:
     unpipelined: str = ""
     settings: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     policies: Policies | None = field(default=None, repr=False, compare=False)
-    # What only a page shows (the schedule table, the policies' verdict on the plan's own
-    # layout, the rollback target's prediction) is computed on first use: `review` reports
-    # none of it, and the policy evaluation alone was a fifth of a review's cost.
-    _simulated: dict[str, ScheduleNumbers] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    # The schedules simulated at the plan's P and M (`with_numbers`): the decision line reads
+    # the plan's and 1F1B's, the page every one (`with_page`)
+    simulated: Mapping[str, ScheduleNumbers] = field(
+        default_factory=dict, repr=False, compare=False
     )
-    _judged: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = field(
-        default_factory=list, init=False, repr=False, compare=False
-    )
-    _fallback: list[perf.Prediction | None] = field(
-        default_factory=list, init=False, repr=False, compare=False
-    )
+    # What only the one-page plan and its data show (`with_page`): None until computed, as
+    # `review` reports none of it (the policy evaluations alone were a fifth of its cost)
+    page: Page | None = field(default=None, repr=False, compare=False)
 
-    def _verdict(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-        if not self._judged:
-            c, schedule = self.strategy, self.schedule
-            judged: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())
-            if c is not None and schedule and self.policies is not None:
-                judged = _judge(self.policies, self.manifest, c, self.micro_batch_size, schedule)
-            self._judged.append(judged)
-        return self._judged[0]
+    def _page(self) -> Page:
+        if self.page is None:
+            raise LookupError("the plan's page was not computed (planner.plan.with_page)")
+        return self.page
 
     @property
     def plan_findings(self) -> tuple[Any, ...]:
         """The rejects and refusals of the policies on the plan's own layout."""
-        return self._verdict()[0]
+        return self._page().findings
 
     @property
     def plan_warnings(self) -> tuple[Any, ...]:
         """The warnings the policies give the plan's own layout."""
-        return self._verdict()[1]
+        return self._page().warnings
+
+    @property
+    def schedule_verdicts(self) -> Mapping[str, tuple[str, ...]]:
+        """Each simulated schedule's rejects and refusals at the plan's layout (ids)."""
+        return self._page().verdicts
 
     @property
     def rollback_performance(self) -> perf.Prediction | None:
         """The simpler schedule's prediction at the plan's layout."""
-        if not self._fallback:
-            fallback = None
-            if self.simpler is not None and self.strategy is not None:
-                s = replace(self.strategy, schedule=self.simpler)
-                fallback = predicted(self.manifest, s, self.micro_batch_size)
-            self._fallback.append(fallback)
-        return self._fallback[0]
+        return self._page().rollback_performance
 
     @property
     def rollback_to(self) -> str | None:
@@ -139,21 +135,71 @@ class Plan:
         return self.simpler
 
     def numbers(self, schedule: str | None) -> ScheduleNumbers | None:
-        """One schedule at the plan's P and M, simulated on first use: `review` needs only the
-        plan's schedule, 1F1B and the rollback target, the plan page all of them."""
+        """One schedule at the plan's P and M (None where no schedule applies); simulated by
+        `with_numbers` before any output reads it."""
         if schedule not in SCHEDULES or self.strategy is None or self.schedule == "none":
             return None
-        if schedule not in self._simulated:
-            self._simulated[schedule] = _schedule_numbers(
-                self.manifest, self.strategy, self.settings, schedule, self.micro_batch_size
-            )
-        return self._simulated[schedule]
+        if schedule not in self.simulated:
+            raise LookupError(f"{schedule} was not simulated (planner.plan.with_numbers)")
+        return self.simulated[schedule]
 
     @property
     def candidates(self) -> tuple[ScheduleNumbers, ...]:
         """Every schedule at the plan's P and M (empty without a pipeline)."""
         numbers = (self.numbers(name) for name in SCHEDULES)
         return tuple(n for n in numbers if n is not None)
+
+
+@dataclass(frozen=True)
+class Page:
+    """What only the plan page and its data show, computed once by `with_page`."""
+
+    findings: tuple[Any, ...]  # the policies' rejects and refusals on the plan's own layout
+    warnings: tuple[Any, ...]  # and their warnings
+    # each simulated schedule -> the ids of the rejects and refusals that would judge it at
+    # the plan's P, M, T and EP (empty: the policies allow it)
+    verdicts: Mapping[str, tuple[str, ...]]
+    rollback_performance: perf.Prediction | None  # the simpler schedule, at the plan's layout
+
+
+def with_numbers(plan: Plan, schedules: tuple[str | None, ...]) -> Plan:
+    """`plan` with `schedules` simulated at its P and M (those that apply)."""
+    s = plan.strategy
+    if s is None or plan.schedule == "none":
+        return plan
+    wanted = [n for n in dict.fromkeys(schedules) if n in SCHEDULES and n not in plan.simulated]
+    if not wanted:
+        return plan
+    done = dict(plan.simulated)
+    for name in wanted:
+        assert name is not None
+        done[name] = _schedule_numbers(plan.manifest, s, plan.settings, name, plan.micro_batch_size)
+    return replace(plan, simulated=done)
+
+
+def with_decision(plan: Plan) -> Plan:
+    """What a review's decision line prints: the plan's schedule and 1F1B simulated."""
+    return with_numbers(plan, (plan.schedule, "1f1b"))
+
+
+def with_page(plan: Plan) -> Plan:
+    """`plan` with everything its one-page form and its data show: every schedule simulated
+    and judged by the policies at the plan's layout, the policies' verdict on the plan's own
+    layout and the rollback target's prediction. Renderers only format what this computed."""
+    if plan.page is not None:
+        return plan
+    plan = with_numbers(plan, tuple(SCHEDULES))
+    c, schedule, policies = plan.strategy, plan.schedule, plan.policies
+    judged: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())
+    if c is not None and schedule and policies is not None:
+        judged = _judge(policies, plan.manifest, c, plan.micro_batch_size, schedule)
+    fallback = None
+    if plan.simpler is not None and c is not None:
+        fallback = predicted(
+            plan.manifest, replace(c, schedule=plan.simpler), plan.micro_batch_size
+        )
+    verdicts = _schedule_verdicts(plan, policies) if policies is not None else {}
+    return replace(plan, page=Page(judged[0], judged[1], verdicts, fallback))
 
 
 def _kernel(manifest: Manifest, tensor: int, expert: int, settings: Mapping[str, Any]) -> Kernel:
@@ -492,11 +538,10 @@ def _simpler(
     return simpler
 
 
-def judge_schedules(plan: Plan, policies: Policies) -> dict[str, tuple[str, ...]]:
+def _schedule_verdicts(plan: Plan, policies: Policies) -> dict[str, tuple[str, ...]]:
     """For each schedule the plan compares and could simulate: the ids of the rejects and
-    refusals that would judge it at the plan's P, M, T and EP (empty: the policies allow it).
-    Computed on demand for the plan page and the plan data: six policy evaluations, which the
-    text review does not need."""
+    refusals that would judge it at the plan's P, M, T and EP (empty: the policies allow it):
+    six policy evaluations, for the plan page and its data only."""
     out: dict[str, tuple[str, ...]] = {}
     for c in plan.candidates:
         if c.bubble is None or plan.strategy is None:

@@ -3,6 +3,11 @@
 Templates run in a sandboxed environment with undefined names as errors; a platform team may
 point `--templates DIR` at its own `plan.md.j2` / `rollback.md.j2`. A template that cannot be
 loaded or rendered is dpguard's configuration being broken: ConfigError, exit 2.
+
+Rendering only formats: every number comes from the plan as the planner finished it
+(`planner.plan.with_page`: every schedule simulated and judged, the policies' verdict on the
+plan's own layout, the rollback target's prediction). A plan without its page is a bug
+(LookupError), not a reason to run the engine or the simulator here.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from dpguard.manifest import format_quantity
 from dpguard.memory import GIB
 from dpguard.planner.alternatives import disagreement
 from dpguard.planner.patch import kept_warnings, manifest_patch
-from dpguard.planner.plan import Plan, ScheduleNumbers, judge_schedules
+from dpguard.planner.plan import Plan, ScheduleNumbers
 from dpguard.policy.model import Policies, policy_line
 from dpguard.policy.templates import PAGE, pct, sandbox, thousands
 
@@ -145,7 +150,7 @@ def _saved(plan: Plan) -> dict[str, Any] | None:
 def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
     """Everything the templates may use, as plain data (also the basis of the JSON form)."""
     m = plan.manifest
-    verdicts = judge_schedules(plan, policies)
+    verdicts = plan.schedule_verdicts
     baseline = plan.numbers("1f1b")
     chosen = plan.numbers(plan.schedule)
     memory = plan.memory.worst if plan.memory else None
