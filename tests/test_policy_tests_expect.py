@@ -39,10 +39,10 @@ cluster:
   interconnect: {inter_node_gbps_per_gpu: 400}
 model:
   architecture: dense
-  total_params: 13B
-  layers: 40
-  hidden_size: 5120
-  attention_heads: 40
+  total_params: 69B
+  layers: 80
+  hidden_size: 8192
+  attention_heads: 64
   seq_len: 4096
   vocab_size: 32000
 training: {tokens: 1T, global_batch_size: 1024, micro_batch_size: 1}
@@ -59,7 +59,7 @@ cases:
       message: '^64 A100s: book'
       severity: warning
       waived: false
-      plan: {P: 1, M: 32, T: 2, EP: 1, schedule: none}
+      plan: {P: 4, M: 256, T: 4, EP: 1, schedule: 1f1b}
   - name: the waiver covers runs/
     manifest: ../runs/big.yaml
     expect: {fired: [TEAM001], waived: true, severity: warning}
@@ -114,7 +114,7 @@ def test_every_unmet_expectation_is_reported(
         CASES.replace("'^64 A100s: book'", "'A100 GPUs'")
         .replace("severity: warning\n      waived: false", "severity: error\n      waived: true")
         .replace(
-            "{P: 1, M: 32, T: 2, EP: 1, schedule: none}", "{P: 4, M: 32, T: 1, schedule: zb1p}"
+            "{P: 4, M: 256, T: 4, EP: 1, schedule: 1f1b}", "{P: 2, M: 256, T: 8, schedule: zb1p}"
         )
         .replace(
             "{fired: [TEAM001], waived: true, severity: warning}",
@@ -129,7 +129,7 @@ def test_every_unmet_expectation_is_reported(
         "expected TEAM001 message matching 'A100 GPUs', got '64 A100s: book the capacity review'; "
         "expected TEAM001 severity error, got warning; "
         "expected TEAM001 waived, got not waived; "
-        "expected plan P 4, got 1; expected plan T 1, got 2; expected plan schedule zb1p, got none",
+        "expected plan P 2, got 4; expected plan T 8, got 4; expected plan schedule zb1p, got 1f1b",
         "tests/cases.yaml:12:5: case the waiver covers runs/: "
         "expected TEAM001 not waived, got waived",
         "1 passed, 2 failed",
@@ -248,7 +248,7 @@ def test_unknown_names_are_a_broken_file_listed_in_position_order(
 
 def test_plan_keys_are_schema_checked(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (repo / "tests" / "cases.yaml").write_text(
-        CASES.replace("{P: 1, M: 32,", "{p: 1, M: 0,"), encoding="utf-8"
+        CASES.replace("{P: 4, M: 256,", "{p: 4, M: 0,"), encoding="utf-8"
     )
     assert run(capsys, "tests/cases.yaml") == (
         2,
