@@ -369,7 +369,10 @@ def _profile_text(path: str) -> str | None:
     """The text of a framework profile file (`kind: FrameworkProfile`) among the policy files,
     None for anything else (a policy set, or what load_set reports as broken)."""
     try:
-        text = decoded(read_regular(path))
+        raw = read_regular(path)
+        if b"FrameworkProfile" not in raw:  # a policy set: parsed once, by load_set
+            return None
+        text = decoded(raw)
         data = load_text(text, path).data
     except (YamlLoadError, InputError):
         return None
