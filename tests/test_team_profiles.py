@@ -116,6 +116,7 @@ def test_a_framework_less_manifest_spans_the_team_profile_too(
         (("name: acme", "name: megatron"), "profile 'megatron' is defined twice"),
         (("extends: megatron", "extends: megatrn"), "extends unknown profile 'megatrn'"),
         (("  title: ACME", "  default: true\n  title: ACME"), "cannot be the default"),
+        (("title: ACME's", "title: !!python/object:os.system"), "acme.yaml:5:10: tag !!python"),
     ],
 )
 def test_a_broken_team_profile_is_a_broken_policy(
