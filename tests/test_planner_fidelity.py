@@ -111,3 +111,34 @@ def test_the_documented_fidelity_table_is_current(tmp_path: Path) -> None:
         DOC.write_text(current, encoding="utf-8")
         text = current
     assert text == current, "DPGUARD_UPDATE_GOLDEN=1 pytest tests/test_planner_fidelity.py"
+
+
+# The published MoE runs of both calibration corpora: 10 of 13 replanned without their layout
+# keep the expert-parallel size they ran. Those that do not: AutoModel's DeepSeek-V3 on 256 GPUs
+# (EP 64 at PP 4; planned EP 32 at PP 8), Megatron-Bridge's on 256 (EP 32 at PP 8; planned EP 64
+# at PP 2) and Qwen3-30B-A3B on 16 (EP 16 without a pipeline; planned EP 8 at PP 2). The
+# planner takes the largest EP its depth allows, as every one of these runs did; a searched EP
+# must not lower this count.
+EXPERT_MATCHES = 10
+MEMORY_DATA = Path(__file__).parent / "data" / "calibration"
+
+
+def test_the_planned_expert_size_is_the_published_one(tmp_path: Path) -> None:
+    policies = load_policies()
+    moe = [
+        p
+        for p in (*sorted(DATA.glob("*.yaml")), *sorted(MEMORY_DATA.glob("*.yaml")))
+        if "architecture: moe" in p.read_text(encoding="utf-8")
+    ]
+    matches = 0
+    for path in moe:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        published = doc.pop("parallelism")["expert"]
+        doc["training"].pop("micro_batch_size", None)
+        bare = tmp_path / path.name
+        bare.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        plan = check_file(str(bare), None, policies, {}).plan
+        assert plan is not None and plan.status != "infeasible", path.name
+        matches += plan.expert == published
+    assert len(moe) == 13
+    assert matches >= EXPERT_MATCHES, matches
