@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpguard.catalog import Catalog, load_catalog
 from dpguard.findings import Finding, Severity
+from dpguard.frameworks import profiles
 from dpguard.frameworks.detect import SHELL_SUFFIXES, sniff, yaml_format
 from dpguard.frameworks.model import Extract, FrameworkError, Origin
 from dpguard.manifest import Manifest, build_manifest
@@ -70,8 +71,6 @@ def check_file(
     `plan_shown` the result carries no plan (`judge_unplanned`); with `plan_page` its plan
     carries everything the plan page shows (`planner.plan.with_page`). The team's framework
     profiles among `policies`' files join the shipped ones for this file."""
-    from dpguard.frameworks import profiles
-
     with profiles.using(policies.profiles if policies is not None else ()):
         return _checked(path, catalog, policies, defaults, plan_shown, plan_page)
 

@@ -167,12 +167,15 @@ def with_numbers(plan: Plan, schedules: tuple[str | None, ...]) -> Plan:
     s = plan.strategy
     if s is None or plan.schedule == "none":
         return plan
-    wanted = [n for n in dict.fromkeys(schedules) if n in SCHEDULES and n not in plan.simulated]
+    wanted = [
+        n
+        for n in dict.fromkeys(schedules)
+        if n is not None and n in SCHEDULES and n not in plan.simulated
+    ]
     if not wanted:
         return plan
     done = dict(plan.simulated)
     for name in wanted:
-        assert name is not None
         done[name] = _schedule_numbers(plan.manifest, s, plan.settings, name, plan.micro_batch_size)
     return replace(plan, simulated=done)
 

@@ -19,6 +19,7 @@ from dpguard import resources
 from dpguard.codes import SILENCEABLE
 from dpguard.errors import ConfigError, InputError
 from dpguard.findings import Severity
+from dpguard.frameworks import profiles
 from dpguard.hints import hint
 from dpguard.policy import templates
 from dpguard.policy.conditions import ConditionProblem, leaves, parse
@@ -329,9 +330,9 @@ def load_policies(
     # A file named twice (e.g. `lint-policies policies/core.yaml`, a shipped set) is loaded
     # once: layered over itself, every rule would clash with its own id.
     paths: dict[str, str] = {}
-    for path in [*shipped_paths(), *expand(extra)]:
+    shipped = shipped_paths()
+    for path in [*shipped, *expand(extra)]:
         paths.setdefault(os.path.realpath(path), path)
-    shipped = set(shipped_paths())
     team: list[tuple[str, str]] = []
     for path in paths.values():
         profile_text = None if path in shipped else _profile_text(path)
@@ -353,8 +354,6 @@ def load_policies(
     policies, layer_problems = layer(sets)
     problems += layer_problems
     if team:
-        from dpguard.frameworks import profiles
-
         try:  # checked with the shipped ones: names, `extends`, every trait
             profiles.with_team(tuple(team))
         except ConfigError as exc:

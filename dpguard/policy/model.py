@@ -6,9 +6,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from dpguard.findings import Severity
+from dpguard.frameworks.profiles import with_team
 from dpguard.policy.conditions import Condition
 
 KIND_SEVERITY = {"decision": Severity.INFO, "reject": Severity.ERROR, "advise": Severity.WARNING}
@@ -88,8 +87,9 @@ def provenance(policies: Policies | None) -> list[dict[str, str]]:
     if policies is None:
         return []
     out = [{"name": s.name, "version": s.version, "digest": s.digest} for s in policies.sets]
-    for _path, text in policies.profiles:
-        meta = (yaml.safe_load(text) or {}).get("metadata") or {}
-        digest = "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
-        out.append({"name": str(meta.get("name")), "kind": "framework-profile", "digest": digest})
+    if policies.profiles:  # checked with the shipped ones when the stack loaded
+        named = {p.path: p.name for p in with_team(policies.profiles).values()}
+        for path, text in policies.profiles:
+            digest = "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+            out.append({"name": named[path], "kind": "framework-profile", "digest": digest})
     return out
