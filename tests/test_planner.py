@@ -669,7 +669,9 @@ def test_rollback_trigger_is_the_predicted_mfu_and_its_band(policies):
     plan = plan_of(EXAMPLES / "frontier-moe.yaml", policies)
     assert plan.performance is not None and plan.rollback_performance is not None
     assert plan.expected_utilization == pytest.approx(100 * plan.performance.mfu, rel=1e-12)
-    assert plan.rollback_threshold == pytest.approx(0.8 * plan.expected_utilization, rel=1e-12)
+    assert plan.rollback_threshold == pytest.approx(
+        (1 + float(perf.data.load()["band"]["low"])) * plan.expected_utilization, rel=1e-12
+    )
     assert plan.rollback_to == "dualpipev"
     assert plan.rollback_performance.layout.schedule == "dualpipev"
     data = plan_dict(plan, policies)

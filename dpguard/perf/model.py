@@ -207,6 +207,7 @@ class Pass(NamedTuple):
 
     gemm: float  # GEMMs (the backward runs two of each: input and weight gradients)
     attention: float  # the attention core's forward
+    attention_backward: float  # and its backward
     elementwise: float
     tp: float  # tensor-parallel collectives of the forward (the backward moves as much)
     cp: float  # context-parallel exchange of the forward (the backward moves twice as much)
@@ -228,6 +229,7 @@ class Shape(NamedTuple):
     gemm_bytes: float  # bytes per GEMM operand element (1 under FP8)
     dedup: bool = False  # a hierarchical all-to-all kernel: one copy per remote node
     dispatch_bytes: float = _BF16  # bytes per element of the expert dispatch (1: FP8)
+    fused_attention: bool = True  # a FlashAttention-style kernel (no s x s matrix in HBM)
 
 
 def _link(group_span: int, hw: Hardware) -> tuple[float, float]:
@@ -282,10 +284,7 @@ def layer_pass(
     else:
         mlp_gemm = _mlp_seconds(m, arch.ffn, t, h, gated, hw, b)
         elementwise_bytes += per_ffn * (arch.ffn / t) * m
-    # causal attention: QK^T and AV each b s^2 d / 2 multiply-adds per head group and layer
-    # (Narayanan et al. 2021 eq. 3 counts 4 b s^2 h for both without the causal half)
-    attention_flops = m * sh.seq * (qk + v) / t
-    attention = attention_flops / hw.attention_flops
+    attention, attention_backward = _attention_core(m, qk + v, arch, sh, hw, d["attention"])
     # tensor parallel: with SP 2 all-gathers + 2 reduce-scatters of b s h / CP per forward,
     # without SP 2 all-reduces (twice the bytes) - the same volume (Korthikanti 2022 §4.2.2);
     # a routed-expert MLP without expert-TP has no TP collective of its own
@@ -303,6 +302,7 @@ def layer_pass(
     return Pass(
         gemm=attention_gemm + mlp_gemm,
         attention=attention,
+        attention_backward=attention_backward,
         elementwise=elementwise_bytes * _BF16 / hw.hbm,
         tp=tp_seconds,
         cp=cp_seconds,
@@ -310,6 +310,28 @@ def layer_pass(
         attention_gemm=attention_gemm,
         mlp_gemm=mlp_gemm,
     )
+
+
+def _attention_core(
+    m: float, width: float, arch: memory.Architecture, sh: Shape, hw: Hardware, a: Mapping[str, Any]
+) -> tuple[float, float]:
+    """(forward, backward) seconds of the attention core: QK^T and AV over `width` (the query-
+    key plus value widths of all heads) for `m` query tokens against the whole sequence."""
+    # causal attention: QK^T and AV each b s^2 d / 2 multiply-adds per head group and layer
+    # (Narayanan et al. 2021 eq. 3 counts 4 b s^2 h for both without the causal half)
+    flops = m * sh.seq * width / sh.tensor
+    if sh.fused_attention:
+        forward = flops / hw.attention_flops
+        return forward, forward * float(a["backward_flops_ratio"]) / float(a["backward_share"])
+    # unfused: the whole s x s matrix at the GEMM rate, each score element's bytes at HBM speed
+    # (the byte counts and their kernels: policies/performance/model.yaml attention.unfused)
+    u = a["unfused"]
+    scores = m * sh.seq * arch.attention_heads / sh.tensor
+    drop = arch.dropout
+    fwd_bytes = float(u["forward_bytes"]) + (float(u["dropout_forward_bytes"]) if drop else 0.0)
+    bwd_bytes = float(u["backward_bytes"]) + (float(u["dropout_backward_bytes"]) if drop else 0.0)
+    matmuls = 2 * flops / hw.gemm_flops
+    return matmuls + scores * fwd_bytes / hw.hbm, 2 * matmuls + scores * bwd_bytes / hw.hbm
 
 
 def _mlp_seconds(

@@ -93,15 +93,9 @@ def _layer_costs(c: _Context, p: Pass, recompute: bool) -> dict[str, float]:
     its exposed communication."""
     d, o = c.d, c.overlap
     res = float(d["communication"]["overlapped_residual"])
-    attn = d["attention"]
     overhead = float(d["overhead"]["per_layer_pass_us"]) * 1e-6
     fwd = p.gemm + p.attention + p.elementwise + overhead
-    bwd_attention = (
-        p.attention * float(attn["backward_flops_ratio"]) / float(attn["backward_share"])
-    )
-    if not c.manifest.runtime.flash_attention:
-        fwd += p.attention * (1 / float(attn["unfused_share"]) - 1)
-        bwd_attention /= float(attn["unfused_share"])
+    bwd_attention = p.attention_backward
     bwd_elem = p.elementwise * float(d["elementwise"]["backward_ratio"])
     tp_f = _exposed(p.tp, p.gemm, o.get("tp", False), res)
     cp_f = _exposed(p.cp, p.attention, o.get("cp", False), res)
@@ -379,7 +373,10 @@ def _data_parallel(c: _Context, slow: _Costs) -> tuple[float, float]:
     hop = float(comm["ring_hop_us"]) * 1e-6
     bucket = float(comm["bucket_params"])
     dense, expert = _rank_params(c)
-    grad = 4.0 if m.runtime.main_grad_dtype == "fp32" else 2.0
+    # the gradients are reduced in the buffer's dtype: fp32 main grads, but fp16 training keeps
+    # and reduces fp16 ones (memory.states.state_bytes prices them so)
+    fp32_grads = m.runtime.main_grad_dtype == "fp32" and m.training.precision != "fp16"
+    grad = 4.0 if fp32_grads else 2.0
     weight = 1.0 if m.runtime.fp8_param_gather and m.training.precision == "fp8" else 2.0
     zero = m.training.zero_stage
     expert_dp = max(lay.data * lay.tensor * lay.context // (lay.expert * lay.expert_tensor), 1)
@@ -471,6 +468,7 @@ def predict(manifest: Manifest, layout: Layout) -> Prediction:
         expert_tensor=layout.expert_tensor,
         seq=arch.seq_len,
         sequence_parallel=sp,
+        fused_attention=manifest.runtime.flash_attention,
         gemm_bytes=1.0 if t.precision == "fp8" else 2.0,
         dedup=manifest.communication.all_to_all_kernel in _HIERARCHICAL_A2A,
         dispatch_bytes=1.0
