@@ -1134,3 +1134,28 @@ def test_zero3_without_a_pipeline_stays_within_the_calibrated_sharding(tmp_path,
     assert plan.data_parallel <= policies.settings["planner"]["sharded_max_ranks"] == 384
     wide = plan_of(path, _layered(tmp_path, policies, sharded_max_ranks=4096))
     assert (wide.tensor, wide.data_parallel) == (1, 1024)
+
+
+def test_the_fallback_runs_interleaved_at_its_own_layout(tmp_path, policies):
+    """Llama 3 405B on 16,384 H100 with Megatron-LM named and no layout: DT002's DualPipeV is
+    not a schedule Megatron-LM runs, so the 1F1B fallback chooses the layout (TP 8, P 32, M/P 1:
+    half the step idle); `planner.fallback_in_place` runs that same layout interleaved, which
+    the step-time model expects 25 % faster. Without the setting the plan is the 1F1B one, at
+    the same tensor size and depth; and the first-layout search of a review names the same
+    schedule as the full plan."""
+    from dpguard.planner.plan import recommended_schedule
+
+    doc = merged(example("large-dense"), {"parallelism": None, "training": {"tokens": "1T"}})
+    doc["training"].pop("micro_batch_size", None)
+    doc["training"]["framework"] = "megatron"
+    path = write(tmp_path, doc)
+    upgraded = plan_of(path, policies)
+    plain = plan_of(path, _layered(tmp_path, policies, fallback_in_place=[]))
+    assert plain.schedule == "1f1b" and upgraded.schedule == "interleaved-1f1b"
+    assert (upgraded.tensor, upgraded.pipeline) == (plain.tensor, plain.pipeline)
+    assert upgraded.strategy.virtual_stages >= 2
+    assert upgraded.performance.step_time_s < 0.95 * plain.performance.step_time_s
+    assert [n for n in upgraded.notes if "planner.fallback_in_place" in n]
+    result = check_file(str(path), None, policies)
+    assert result.manifest is not None and result.outcome is not None
+    assert recommended_schedule(result.manifest, result.outcome, policies) == "interleaved-1f1b"

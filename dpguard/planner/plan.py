@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from dpguard import compute, perf, sizing
 from dpguard.catalog import load_catalog
@@ -338,16 +338,26 @@ def _judge(
     return blocking, warnings
 
 
+class _Order(NamedTuple):
+    """The schedules the search tries, in order; the stated framework's profile when it does
+    not run the decision table's choice; and the schedules that may replace the one found at
+    its own layout (the policy's `planner.fallback_in_place`, when the framework runs none of
+    the decision row's schedules and the search runs only its fallback)."""
+
+    schedules: tuple[str, ...]
+    excluded_by: str | None
+    in_place: tuple[str, ...]
+
+
 def _schedule_order(
     manifest: Manifest,
     outcome: Outcome,
     schedules: tuple[str, ...] | None,
     settings: Mapping[str, Any],
-) -> tuple[tuple[str, ...], str | None]:
-    """The schedules the search tries, in order (the decision's, then its acceptable ones),
-    among those the framework runs (the stated framework's profile, or `schedules`), then the
-    policy's `planner.framework_fallback` and 1F1B; and the stated framework's profile when it
-    does not run the decision table's choice."""
+) -> _Order:
+    """The decision's schedule, then its acceptable ones, among those the framework runs (the
+    stated framework's profile, or `schedules`), then the policy's `planner.framework_fallback`
+    and 1F1B."""
     decided = outcome.schedule
     excluded_by = None
     if schedules is None and manifest.runtime.stated:
@@ -356,14 +366,20 @@ def _schedule_order(
         if decided and decided != "none" and decided not in schedules:
             excluded_by = profile.name
     if not decided or decided == "none":
-        return (), excluded_by
+        return _Order((), excluded_by, ())
     acceptable = outcome.decision.acceptable if outcome.decision and not outcome.redirects else ()
     order = (decided, *(a for a in acceptable if a not in (decided, "none")))
-    if schedules is not None:
-        # 1F1B, which every profile runs, is the last resort after the policy's fallback
-        fallback = (*settings["planner"].get("framework_fallback", ()), "1f1b")
-        order = tuple(n for n in dict.fromkeys((*order, *fallback)) if n in schedules)
-    return order, excluded_by
+    if schedules is None:
+        return _Order(order, excluded_by, ())
+    runs = schedules
+    planner = settings["planner"]
+    # 1F1B, which every profile runs, is the last resort after the policy's fallback
+    fallback = (*planner.get("framework_fallback", ()), "1f1b")
+    in_place: tuple[str, ...] = ()
+    if not any(n in runs for n in order):
+        in_place = tuple(n for n in planner.get("fallback_in_place", ()) if n in runs)
+    order = tuple(n for n in dict.fromkeys((*order, *fallback)) if n in runs)
+    return _Order(order, excluded_by, in_place)
 
 
 def _search_space(
@@ -371,20 +387,22 @@ def _search_space(
     outcome: Outcome,
     schedules: tuple[str, ...] | None,
     settings: Mapping[str, Any],
-) -> tuple[bool, tuple[str, ...], str | None, bool]:
-    """(whether the model fits one GPU, the schedules to search in order, the framework that
-    does not run the decision's schedule, whether a pipeline is needed)."""
+) -> tuple[bool, _Order, bool]:
+    """(whether the model fits one GPU, the schedules to search, whether a pipeline is
+    needed)."""
     # The policies computed it for HR004 already (sized_facts); the plan must agree with them.
     fits_one = bool(outcome.facts["derived.model_fits_one_gpu"])
-    order, excluded_by = _schedule_order(manifest, outcome, schedules, settings)
-    return fits_one, order, excluded_by, bool(order) and not fits_one
+    order = _schedule_order(manifest, outcome, schedules, settings)
+    return fits_one, order, bool(order.schedules) and not fits_one
 
 
 def recommended_schedule(manifest: Manifest, outcome: Outcome, policies: Policies) -> str | None:
     """The schedule `make_plan` recommends (None: nothing is feasible), from the first layout
     that fits rather than the fastest: what a review needs when no output shows the plan."""
-    _, order, _, pipeline_needed = _search_space(manifest, outcome, None, policies.settings)
-    found = search(manifest, order, policies.settings, pipeline_needed, first_only=True)
+    _, order, pipeline_needed = _search_space(manifest, outcome, None, policies.settings)
+    found = search(
+        manifest, order.schedules, policies.settings, pipeline_needed, True, order.in_place
+    )
     return found.candidate.strategy.schedule if found.candidate is not None else None
 
 
@@ -398,10 +416,9 @@ def make_plan(
     framework's profile, or `schedules`: `plan --emit`'s)."""
     settings = policies.settings
     refused = outcome.schedule == "none"
-    fits_one, order, excluded_by, pipeline_needed = _search_space(
-        manifest, outcome, schedules, settings
-    )
-    result = search(manifest, order, settings, pipeline_needed)
+    fits_one, order, pipeline_needed = _search_space(manifest, outcome, schedules, settings)
+    excluded_by = order.excluded_by
+    result = search(manifest, order.schedules, settings, pipeline_needed, False, order.in_place)
     if result.training:  # the plan switched recompute or SP: judge and price it that way
         manifest = replace(manifest, training=replace(manifest.training, **dict(result.training)))
     c = result.candidate

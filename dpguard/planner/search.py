@@ -414,9 +414,11 @@ def _search_layout(
     pipeline_needed: bool,
     attempt: _Attempt,
     first_only: bool = False,
+    in_place: tuple[str, ...] = (),
 ) -> SearchResult:
     """Plan for the first schedule of `schedules` that some P admits (see module docstring);
-    `first_only`: any layout of that schedule that fits, not the fastest."""
+    `first_only`: any layout of that schedule that fits, not the fastest; `in_place`: the
+    schedules that may replace it at the layout chosen (`_in_place`)."""
     p = manifest.parallelism
     fixed_tensor = p is not None and ("parallelism", "tensor") in manifest.source.keys
     domain = manifest.tensor_domain
@@ -467,7 +469,8 @@ def _search_layout(
         if fitting:
             if first_only:
                 return SearchResult(fitting[0], tuple(notes))
-            return _chosen(manifest, fitting, flat, settings, notes)
+            chosen = _chosen(manifest, fitting, flat, settings, notes)
+            return _in_place(manifest, chosen, in_place, settings, attempt)
         # The last reason is the deepest pipeline tried: the most telling one.
         reason = _last(why) or "no pipeline depth divides the GPUs"
         cap = _cap(manifest, schedule, virtual, settings)
@@ -482,6 +485,58 @@ def _search_layout(
     if flat:
         return _chosen(manifest, [], flat, settings, notes)
     return SearchResult(None, tuple(notes))
+
+
+def _in_place(
+    manifest: Manifest,
+    found: SearchResult,
+    schedules: tuple[str, ...],
+    settings: Mapping[str, Any],
+    attempt: _Attempt,
+) -> SearchResult:
+    """`found`'s layout run by one of `schedules` instead (interleaved 1F1B at each depth the
+    policy lists) where that fits and the step-time model expects it faster by more than the
+    policy's `step_time_tolerance`: the tensor size, depth and context size stay the ones the
+    search chose, only the schedule (and the micro-batch size it runs at) changes."""
+    c = found.candidate
+    if not schedules or c is None or c.strategy.schedule == "none":
+        return found
+    s = c.strategy
+    current = perf.predicted(manifest, s, c.micro_batch_size)
+    if current is None:
+        return found
+    prefer_even = bool(settings["planner"].get("even_stages", False))
+    faster = []
+    for schedule in schedules:
+        for v in _virtuals(schedule, s.virtual_stages, settings):
+            if schedule == s.schedule and v == s.virtual_stages:
+                continue
+            if s.pipeline > _cap(manifest, schedule, v, settings):
+                continue
+            split, even = _splits(manifest, SCHEDULES[schedule].stages(s.pipeline, v))
+            if prefer_even and not even:
+                continue
+            base = sizing.Strategy(
+                schedule, s.tensor, s.pipeline, s.expert, s.context, v, 1, *split
+            )
+            other = _fit(manifest, base, settings, [], attempt)
+            timed = other and perf.predicted(manifest, other.strategy, other.micro_batch_size)
+            if other and timed:
+                faster.append((timed.step_time_s, v, other))
+    tolerance = float(settings["planner"].get("step_time_tolerance", 0.0))
+    faster = [f for f in faster if f[0] < current.step_time_s * (1 - tolerance)]
+    if not faster:
+        return found
+    seconds, _, best = min(faster, key=lambda f: f[:2])
+    b = best.strategy
+    depth = f" (v {b.virtual_stages})" if b.virtual_stages > 1 else ""
+    note = (
+        f"at the layout the {s.schedule} search chose (TP {s.tensor}, PP {s.pipeline}) the "
+        f"step-time model expects {b.schedule}{depth} {1 - seconds / current.step_time_s:.0%} "
+        f"faster ({seconds:.3g} s against {current.step_time_s:.3g} s a step): the plan runs it "
+        "there (policies/planner.yaml planner.fallback_in_place)"
+    )
+    return replace(found, candidate=best, notes=(*found.notes, note))
 
 
 def unpipelined_allowed(manifest: Manifest, settings: Mapping[str, Any]) -> bool:
@@ -636,6 +691,7 @@ def search(
     settings: Mapping[str, Any],
     pipeline_needed: bool,
     first_only: bool = False,
+    in_place: tuple[str, ...] = (),
 ) -> SearchResult:
     """`_search`, once per call for files that describe the same run (dpguard.memo).
 
@@ -645,22 +701,23 @@ def search(
     layout, which needs every one sized: the search then runs again without skipping, reusing
     what was sized. `first_only`: the first layout that fits, where only feasibility and the
     schedule matter (they are the full search's: it stops at the same lever, margin and
-    schedule); when nothing fits, the result is the full search's."""
-    key = (manifest.content, schedules, pipeline_needed)
+    schedule); when nothing fits, the result is the full search's. `in_place`: schedules that
+    may replace the one found at its own layout (`_in_place`); the first layout that fits
+    does not tell which, so `first_only` runs the full search then."""
+    key = (manifest.content, schedules, pipeline_needed, in_place)
     sized: _Sized = {}  # shared by the searches below: each layout is sized once
 
-    def full() -> SearchResult:
-        found = _search(manifest, schedules, settings, pipeline_needed, False, sized, True)
-        if found.candidate is not None:
-            return found
-        return _search(manifest, schedules, settings, pipeline_needed, False, sized, False)
-
-    if first_only:
-        found = _SEARCHED.get(
-            settings,
-            (*key, True),
-            lambda: _search(manifest, schedules, settings, pipeline_needed, True, sized, True),
+    def run(first: bool, prune: bool) -> SearchResult:
+        return _search(
+            manifest, schedules, settings, pipeline_needed, first, sized, prune, in_place
         )
+
+    def full() -> SearchResult:
+        found = run(False, True)
+        return found if found.candidate is not None else run(False, False)
+
+    if first_only and not in_place:
+        found = _SEARCHED.get(settings, (*key, True), lambda: run(True, True))
         if found.candidate is not None:
             return found
     return _SEARCHED.get(settings, key, full)
@@ -674,6 +731,7 @@ def _search(
     first_only: bool = False,
     sized: _Sized | None = None,
     prune: bool = False,
+    in_place: tuple[str, ...] = (),
 ) -> SearchResult:
     """The layout search, first keeping the worst rank within the policy's `memory_margin` of
     usable memory, with the manifest's training settings and then each cheap lever of `levers`
@@ -704,7 +762,7 @@ def _search(
         if pipeline_needed and changes and switched.training not in fits_one:
             fits_one[switched.training] = sizing.model_fits_one_gpu(switched, settings)
         needed = pipeline_needed and not (changes and fits_one[switched.training])
-        found = _search_layout(switched, schedules, settings, needed, attempt, first_only)
+        found = _search_layout(switched, schedules, settings, needed, attempt, first_only, in_place)
         if not changes and share == 1.0:
             as_written = found
         if found.candidate is None:
