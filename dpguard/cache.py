@@ -338,7 +338,7 @@ def shipped_record() -> dict[str, dict[str, str]]:
 
     _recording = {}
     try:
-        validate._validator()
+        validate._schema()
         load_policies()
         profiles.load_profiles()
         data.load()

@@ -14,7 +14,7 @@ from functools import cache
 from typing import Any
 
 from dpguard import cache as dpguard_cache
-from dpguard import resources
+from dpguard import fastschema, resources
 from dpguard.catalog import Catalog
 from dpguard.crossfield import Raw, cross_field_problems
 from dpguard.errors import ConfigError
@@ -49,19 +49,15 @@ def _is_integer(checker: Any, instance: Any) -> bool:
 
 
 @cache
-def _validator() -> Any:
-    """The compiled manifest schema validator, built once per process.
-
-    JSON Schema counts 2048.0 as an integer. Here a count must be written as one: a float would
-    slip past the cross-field checks (which read ints) into the typed Manifest.
-    """
-    from jsonschema import Draft202012Validator, validators
-    from jsonschema.exceptions import SchemaError
-
+def _schema() -> dict[str, Any]:
+    """The manifest schema, checked against its metaschema once per schema: ~35 ms and the
+    jsonschema import, which the shipped record (dpguard.cache) vouches for in advance."""
     schema = resources.schema(SCHEMA_FILE)
-    # Checking the schema against its metaschema costs ~35 ms a process: done once per schema.
     checked = ("valid-schemas", resources.schema_text(SCHEMA_FILE).encode())
     if not dpguard_cache.vouched(*checked):
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
         try:  # a broken schema is dpguard's own file: exit 2, not an internal error mid-review
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:
@@ -70,9 +66,38 @@ def _validator() -> Any:
                 f"not a valid JSON Schema at {where}: {exc.message}", SCHEMA_PATH
             ) from None
         dpguard_cache.vouch(*checked)
+    return schema
+
+
+@cache
+def _validator() -> Any:
+    """The compiled manifest schema validator, built once per process.
+
+    JSON Schema counts 2048.0 as an integer. Here a count must be written as one: a float would
+    slip past the cross-field checks (which read ints) into the typed Manifest.
+    """
+    from jsonschema import Draft202012Validator, validators
+
     strict = Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer)
     validator = validators.extend(Draft202012Validator, type_checker=strict)
-    return validator(schema)
+    return validator(_schema())
+
+
+def forget() -> None:
+    """Drop the checked schema and what was built from it (tests that swap the schema)."""
+    for cached in (_schema, _validator, _valid):
+        cached.cache_clear()
+
+
+@cache
+def _valid() -> fastschema.Check:
+    """Whether a document has no schema error, without jsonschema (dpguard.fastschema): most
+    files are valid, and only an invalid one needs jsonschema's errors for its messages. A
+    schema keyword the compiled subset lacks sends every document to jsonschema."""
+    try:
+        return fastschema.compile_schema(_schema())
+    except fastschema.Unsupported:
+        return lambda data: False
 
 
 def dotted(path: Path) -> str:
@@ -264,7 +289,8 @@ def validate(doc: SourceDoc, catalog: Catalog, composed: bool = False) -> list[F
     of 800K parameters), not bare numbers a person wrote without a suffix."""
     findings: list[Finding] = []
     broken: set[Path] = set()
-    for path, code, message in schema_problems(_validator(), doc):
+    problems = () if _valid()(doc.data) else schema_problems(_validator(), doc)
+    for path, code, message in problems:
         broken.add(path)
         if composed and code == "S002":
             continue

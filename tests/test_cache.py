@@ -23,10 +23,10 @@ def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DPGUARD_CACHE_DIR", str(folder))
     monkeypatch.setenv("DPGUARD_CACHE_KEY_FILE", str(tmp_path / "config" / "cache-key"))
     sizing._simulate.cache_clear()
-    validate._validator.cache_clear()
+    validate.forget()
     yield folder
     sizing._simulate.cache_clear()
-    validate._validator.cache_clear()
+    validate.forget()
 
 
 def _refuse(*_: object, **__: object) -> None:
@@ -59,11 +59,11 @@ def test_without_a_usable_cache_everything_still_works(tmp_path, monkeypatch):
     for setting in ("", str(blocker / "cache")):
         monkeypatch.setenv("DPGUARD_CACHE_DIR", setting)
         sizing._simulate.cache_clear()
-        validate._validator.cache_clear()
+        validate.forget()
         assert sizing.bubble(DUALPIPE, SETTINGS) is not None
         assert validate._validator() is not None
     sizing._simulate.cache_clear()
-    validate._validator.cache_clear()
+    validate.forget()
 
 
 def test_the_schema_is_checked_against_its_metaschema_once(directory, monkeypatch):
@@ -73,7 +73,7 @@ def test_the_schema_is_checked_against_its_metaschema_once(directory, monkeypatc
     monkeypatch.setattr(cache, "_shipped", dict)
     validate._validator()
     assert len(list((directory / "valid-schemas").iterdir())) == 1
-    validate._validator.cache_clear()
+    validate.forget()
     monkeypatch.setattr(Draft202012Validator, "check_schema", _refuse)
     assert validate._validator() is not None
 
@@ -119,10 +119,10 @@ def test_a_file_the_record_vouches_for_is_not_checked_again(monkeypatch):
     from jsonschema import Draft202012Validator
 
     monkeypatch.setenv("DPGUARD_CACHE_DIR", "")
-    validate._validator.cache_clear()
+    validate.forget()
     monkeypatch.setattr(Draft202012Validator, "check_schema", _refuse)
     try:
         assert validate._validator() is not None
         assert cache.vouched("valid-schemas", b"a schema the record never saw") is False
     finally:
-        validate._validator.cache_clear()
+        validate.forget()

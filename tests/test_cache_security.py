@@ -50,10 +50,10 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Setup]:
     monkeypatch.setenv("DPGUARD_CACHE_DIR", str(folder))
     monkeypatch.setenv("DPGUARD_CACHE_KEY_FILE", str(key))
     sizing._simulate.cache_clear()
-    validate._validator.cache_clear()
+    validate.forget()
     yield Setup(folder, key, {**os.environ})
     sizing._simulate.cache_clear()
-    validate._validator.cache_clear()
+    validate.forget()
 
 
 def _files(folder: Path, kind: str) -> list[Path]:

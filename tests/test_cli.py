@@ -348,12 +348,15 @@ def manifest_schema_text(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]
         return original(package, name)
 
     monkeypatch.setattr(resources, "read_text", read_text)
-    caches = (resources.schema_text, resources.schema, validate._validator)
-    for cached in caches:
-        cached.cache_clear()
+
+    def forget() -> None:
+        resources.schema_text.cache_clear()
+        resources.schema.cache_clear()
+        validate.forget()
+
+    forget()
     yield replacement
-    for cached in caches:
-        cached.cache_clear()
+    forget()
 
 
 def test_broken_schema_json_exits_2(
