@@ -134,3 +134,48 @@ def test_lint_policies_counts_it_and_nothing_leaks_into_the_shipped_set(
     code, out, _ = run(capsys, "lint-policies", str(repo / "frameworks" / "acme.yaml"))
     assert code == 0 and "1 framework profile: ok" in out
     assert "acme" not in profiles.load_profiles()
+
+
+def test_a_team_profile_that_reads_megatron_judges_its_launch_scripts(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`metadata.reads: megatron`: the fork runs from Megatron-LM launch scripts, so a script
+    in the repository is read as before and judged with the team's profile (its schedules,
+    its traits); a manifest that names megatron keeps the shipped profile."""
+    fork = ACME.replace("  source: the team's fork", "  reads: megatron\n  source: the team's fork")
+    (repo / "frameworks" / "acme.yaml").write_text(fork, encoding="utf-8")
+    (repo / ".dpguard.yaml").write_text(
+        "policies: [frameworks]\ndefaults:\n  - files: '*.sh'\n    manifest:\n"
+        "      cluster: {accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}\n",
+        encoding="utf-8",
+    )
+    script = repo / "runs" / "pretrain.sh"
+    script.write_text(
+        (Path(__file__).parent / "data" / "frameworks" / "megatron_llama3_70b.sh").read_text(
+            encoding="utf-8"
+        ),
+        encoding="utf-8",
+    )
+    code, out, _ = run(capsys, "memory", str(script))
+    assert code == 0, out
+    assert "runtime traits of the acme profile" in out
+    assert "(weights 2 + grads 2 + optimizer 12)" in out  # the fork's bf16 main grads
+    named = manifest(repo / "runs" / "named.yaml", "megatron")
+    code, out, _ = run(capsys, "memory", str(named))
+    assert "runtime traits of the megatron profile" in out
+
+
+@pytest.mark.parametrize(
+    ("reads", "problem"),
+    [("megatrn", "metadata.reads names no shipped profile: 'megatrn'"), ("megatron", "already")],
+)
+def test_what_a_team_profile_reads_is_checked(
+    repo: Path, reads: str, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fork = ACME.replace("  source: the team's fork", f"  reads: {reads}\n  source: the team's fork")
+    (repo / "frameworks" / "acme.yaml").write_text(fork, encoding="utf-8")
+    twin = fork.replace("name: acme", "name: acme-two")
+    (repo / "frameworks" / "acme2.yaml").write_text(twin, encoding="utf-8")
+    code, out, err = run(capsys, "review", str(repo / "runs" / "acme.yaml"))
+    assert (code, out) == (2, "")
+    assert problem in err

@@ -19,6 +19,7 @@ from typing import Any
 
 from dpguard import resources
 from dpguard.findings import Finding, Severity
+from dpguard.frameworks import profiles
 from dpguard.frameworks.model import Extract, Origin, section
 from dpguard.manifest import untie_embeddings
 from dpguard.yamlevents import Path, Position, SourceDoc, value_at
@@ -63,6 +64,8 @@ def compose(
     # Every config names its framework: its format's (a reader that knows better, Megatron-
     # DeepSpeed's, says so itself), so that a manifest naming another one conflicts (F004)
     values = {"training.framework": extract.format, **extract.values}
+    # ... or the team's profile that reads that framework's configs (a fork's)
+    values["training.framework"] = profiles.read_as(values["training.framework"])
     for dotted, value in sorted(values.items()):
         origin = extract.origins.get(dotted, Origin(extract.path, Position(1, 1)))
         put(tuple(dotted.split(".")), value, origin)

@@ -71,6 +71,7 @@ class Profile:
     validations: tuple[str, ...]
     sharded_gathers_per_layer: int = 1  # ZeRO-3 / FSDP collectives per layer and pass
     path: str = ""  # the file it is defined in (policies/frameworks/NAME.yaml, or a team's)
+    reads: str | None = None  # a team profile: the shipped framework whose configs it judges
 
     def runtime(
         self, overrides: Mapping[str, Any] = MappingProxyType({}), stated: bool = True
@@ -138,10 +139,38 @@ def with_team(team: tuple[tuple[str, str], ...]) -> Mapping[str, Profile]:
             )
         if data["metadata"].get("default"):
             raise ConfigError("a team profile cannot be the default (metadata.default)", where)
+        _check_reads(data["metadata"].get("reads"), shipped, raw, where)
         raw[name] = (where, data)
     out = _assembled(raw)
     _SEEN.update({name: out[name] for name in raw if name not in shipped})
     return out
+
+
+def _check_reads(
+    reads: str | None,
+    shipped: Mapping[str, tuple[str, dict[str, Any]]],
+    raw: Mapping[str, tuple[str, dict[str, Any]]],
+    where: str,
+) -> None:
+    """A team profile's `metadata.reads` names a shipped profile no other team profile reads."""
+    if reads is None:
+        return
+    if reads not in shipped:
+        raise ConfigError(
+            f"metadata.reads names no shipped profile: {reads!r} (shipped: {', '.join(shipped)})",
+            where,
+        )
+    for other, (there, data) in raw.items():
+        if other not in shipped and data["metadata"].get("reads") == reads:
+            raise ConfigError(f"{reads!r} configs are read as {other!r} already ({there})", where)
+
+
+def read_as(framework: str) -> str:
+    """The profile that judges the configs `framework`'s reader reads: the team profile in
+    effect that `reads` them (a fork run from the same launch scripts), else `framework`."""
+    if not _TEAM.get():
+        return framework
+    return next((p.name for p in load_profiles().values() if p.reads == framework), framework)
 
 
 def team() -> tuple[tuple[str, str], ...]:
@@ -178,6 +207,8 @@ def _checked(files: list[str], texts: list[str]) -> dict[str, tuple[str, dict[st
         name = data["metadata"]["name"]
         if name in raw:
             raise ConfigError(f"profile {name!r} is defined twice", where)
+        if "reads" in data["metadata"]:
+            raise ConfigError("metadata.reads is for a team profile (its fork's configs)", where)
         raw[name] = (where, data)
     return raw
 
@@ -266,6 +297,7 @@ def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Profile:
         emit=data.get("emit"),
         validations=tuple(data.get("validations", ())),
         sharded_gathers_per_layer=int(data.get("sharded_gathers_per_layer", {}).get("value", 1)),
+        reads=meta.get("reads"),
     )
 
 

@@ -195,6 +195,7 @@ _SPECS = (
         anchor="parallelism.schedule",
     ),
     _f("runtime.schedules", "str", "the schedules the framework profile runs, comma-separated"),
+    _f("runtime.profile_file", "str", "the file the framework profile is defined in"),
     _f(
         "derived.proposed",
         "bool",
@@ -704,6 +705,7 @@ def manifest_facts(manifest: Manifest) -> dict[str, Any]:
     facts["derived.proposed"] = p is not None
     profile = profiles.profile(manifest.runtime.profile)
     facts["runtime.schedules"] = ", ".join(profile.schedules)
+    facts["runtime.profile_file"] = profile.path
     facts["derived.framework_runs_schedule"] = (
         profile.runs(p.schedule)
         if p is not None and p.schedule and manifest.runtime.stated
