@@ -554,7 +554,6 @@ class _Split(NamedTuple):
     firsts: tuple[int, ...]  # each kind's first stage
 
 
-@lru_cache(maxsize=256)
 def _split_of(arch: Architecture, pipeline: PipelineLayout) -> _Split:
     """The layer split of `pipeline`'s stages for `arch` (a dense model has no MoE layers)."""
     return _split(
@@ -567,6 +566,7 @@ def _split_of(arch: Architecture, pipeline: PipelineLayout) -> _Split:
     )
 
 
+@lru_cache(maxsize=1024)
 def _split(
     layers: int,
     moe_from: int | None,
