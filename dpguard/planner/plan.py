@@ -371,14 +371,13 @@ def _schedule_order(
     order = (decided, *(a for a in acceptable if a not in (decided, "none")))
     if schedules is None:
         return _Order(order, excluded_by, ())
-    runs = schedules
     planner = settings["planner"]
     # 1F1B, which every profile runs, is the last resort after the policy's fallback
     fallback = (*planner.get("framework_fallback", ()), "1f1b")
     in_place: tuple[str, ...] = ()
-    if not any(n in runs for n in order):
-        in_place = tuple(n for n in planner.get("fallback_in_place", ()) if n in runs)
-    order = tuple(n for n in dict.fromkeys((*order, *fallback)) if n in runs)
+    if not any(n in schedules for n in order):
+        in_place = tuple(n for n in planner.get("fallback_in_place", ()) if n in schedules)
+    order = tuple(n for n in dict.fromkeys((*order, *fallback)) if n in schedules)
     return _Order(order, excluded_by, in_place)
 
 
