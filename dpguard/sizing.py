@@ -431,14 +431,16 @@ def estimate_stages(
         uncertainty(settings),
     )
     central = memory.estimate(arch, degrees, training or training_setup(manifest), layout, band)
-    if not span or manifest.runtime.stated:
-        profile = profiles.profile(manifest.runtime.profile)
-        changed = ", ".join(manifest.runtime.overrides)
-        line = f"runtime traits of the {profile.name} profile ({profile.path})"
-        line += f", overridden: {changed}" if changed else ""
+    stated = manifest.runtime.stated
+    variants = []
+    if span:
+        named = () if stated else alternative_runtimes(manifest, s.schedule)
+        variants = [*named, *switched_runtimes(manifest, [("", manifest.runtime), *named])]
+    if not variants and (stated or not span):
+        line = _runtime_line(manifest)
         return central._replace(assumptions=(*central.assumptions, line), runtime=line)
     others = []
-    for name, runtime in alternative_runtimes(manifest, s.schedule):
+    for name, runtime in variants:
         other = memory.estimate(arch, degrees, training_setup(manifest, runtime), layout, band)
         others.append((name, other))
     ranks = tuple(
@@ -450,13 +452,50 @@ def estimate_stages(
     )
     worst = central.worst.rank
     alternatives = ", ".join(f"{name} {o.ranks[worst].total / GIB:.1f}" for name, o in others)
-    line = (
-        f"no framework named: the central estimate assumes the {manifest.runtime.profile} "
-        f"runtime and the band spans every framework profile that runs {s.schedule}"
-        + (f" (worst rank: {alternatives} GiB)" if others else ", which all price it alike")
-        + "; training.framework narrows it"
-    )
+    if stated:
+        line = (
+            f"{_runtime_line(manifest)}; the band's low end assumes what the framework's own "
+            f"flags the manifest leaves unset would save (worst rank: {alternatives} GiB)"
+        )
+    else:
+        line = (
+            f"no framework named: the central estimate assumes the {manifest.runtime.profile} "
+            f"runtime and the band spans every framework profile that runs {s.schedule}, each "
+            "also with the memory-saving flags of its own"
+            + (f" (worst rank: {alternatives} GiB)" if others else ", which all price it alike")
+            + "; training.framework narrows it"
+        )
     return memory.MemoryEstimate(ranks, (*central.assumptions, line), line)
+
+
+def _runtime_line(manifest: Manifest) -> str:
+    """Which profile's runtime traits an estimate assumed, and what the manifest overrode."""
+    profile = profiles.profile(manifest.runtime.profile)
+    changed = ", ".join(manifest.runtime.overrides)
+    line = f"runtime traits of the {profile.name} profile ({profile.path})"
+    return line + (f", overridden: {changed}" if changed else "")
+
+
+def switched_runtimes(
+    manifest: Manifest, runtimes: list[tuple[str, Runtime]]
+) -> list[tuple[str, Runtime]]:
+    """Each of `runtimes` (a label and a runtime) with the traits its framework lets a run
+    change by a flag (Profile.trait_switches) and the manifest leaves unset at the values those
+    flags set, labelled with the flags: where that prices memory differently. A run may have
+    set them, so a verdict's low bound does not rest on those defaults (docs/memory.md)."""
+    out: list[tuple[str, Runtime]] = []
+    seen = {training_setup(manifest, r) for _, r in runtimes}
+    for label, runtime in runtimes:
+        profile = profiles.profile(runtime.profile)
+        flips = profile.switched(runtime.overrides)
+        changed = replace(runtime, **flips)
+        setup = training_setup(manifest, changed)
+        if not flips or setup in seen:
+            continue
+        seen.add(setup)
+        flags = ", ".join(profile.trait_switches[k][0] for k in sorted(flips))
+        out.append((f"{label or profile.name} with {flags}", changed))
+    return out
 
 
 def alternative_runtimes(manifest: Manifest, schedule: str) -> tuple[tuple[str, Runtime], ...]:

@@ -132,7 +132,7 @@ def test_every_status_in_one_review(repo: Path, capsys: pytest.CaptureFixture[st
     assert delta["memory_gib"] > 20
     assert "HR009" in {f["code"] for f in moe["findings"]["added"]}
     assert [k["key"] for k in moe["changed_keys"]] == ["parallelism.pipeline"]
-    assert moe["changed_keys"][0]["line"] == 58  # where the new version writes it
+    assert moe["changed_keys"][0]["line"] == 61  # where the new version writes it
 
     gone = changes["runs/gone.yaml"]
     assert gone["after"] is None and gone["before"]["schedule"] == "1f1b"
@@ -254,7 +254,7 @@ def test_markdown_comment(repo: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert next(line for line in lines if line.startswith("| **total**"))
     assert "### `m.yaml`: modified since " + base in lines
     assert "Changed: parallelism.pipeline 16 -> 8." in lines
-    assert any(line.startswith("| new | error | HR009 | m.yaml:58:3 |") for line in lines)
+    assert any(line.startswith("| new | error | HR009 | m.yaml:61:3 |") for line in lines)
     assert any(line.startswith("| resolved | warning | ADV002 |") for line in lines)
 
 
@@ -266,12 +266,12 @@ def test_github_annotations_on_the_lines_that_moved_the_cost(
     os.chdir(repo)
     _, out, _ = run(capsys, "review", "--baseline", base, "--format", "github", "m.yaml")
     notices = [line for line in out.splitlines() if line.startswith("::notice")]
-    assert [re.search(r"line=(\d+)", n)[1] for n in notices] == ["58", "42"]  # type: ignore[index]
+    assert [re.search(r"line=(\d+)", n)[1] for n in notices] == ["61", "42"]  # type: ignore[index]
     assert notices[0].startswith(
-        "::notice file=m.yaml,line=58,col=3,title=dpguard cost%3A parallelism.pipeline::"
+        "::notice file=m.yaml,line=61,col=3,title=dpguard cost%3A parallelism.pipeline::"
         "parallelism.pipeline 16 -> 8 - this change moves GPU-hours 2,634,431 -> "
     )
-    assert "::error file=m.yaml,line=58,col=3,title=HR009::" in out
+    assert "::error file=m.yaml,line=61,col=3,title=HR009::" in out
     assert out.splitlines()[-1].startswith("1 manifest checked now: 0 passed, 1 failed")
 
 
@@ -633,7 +633,7 @@ def test_github_cost_recipe(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert output.read_text(encoding="utf-8") == "status=1\n"  # HR009 on the new layout
-    assert "::error file=runs/moe.yaml,line=58,col=3,title=HR009::" in done.stdout
+    assert "::error file=runs/moe.yaml,line=61,col=3,title=HR009::" in done.stdout
     assert "title=dpguard cost%3A parallelism.pipeline::" in done.stdout
     sarif = json.loads((root / "dpguard.sarif").read_text(encoding="utf-8"))
     assert "HR009" in {r["ruleId"] for r in sarif["runs"][0]["results"]}

@@ -181,6 +181,37 @@ def test_a_framework_less_estimate_says_what_naming_the_framework_would_change(
     )
 
 
+def test_a_verdict_does_not_rest_on_a_default_the_team_can_switch(policies: Any) -> None:
+    """NeMo's Llama 3 8B FP8 run on 8 H100 (TP 1, CP 2; NeMo 24.07's performance table) trained,
+    but at Megatron-core's defaults (bf16 weights beside TE's FP8 cast and transpose, fp32 main
+    grads) even its low bound is over 75 GiB. --fp8-param-gather, --disable-parameter-transpose-
+    cache and --grad-reduce-in-bf16 are the framework's own flags (policies/frameworks/
+    megatron.yaml `switch`), so the low end of the band assumes them: likely-oom, not a certain
+    one. A manifest that states those defaults gets the certain verdict back."""
+    path = ROOT / "tests" / "data" / "perf" / "manifests" / "nemo-llama3-8b-8xh100.yaml"
+    text = path.read_text(encoding="utf-8")
+
+    def verdict(text: str) -> tuple[str, str]:
+        m = _manifest(text)
+        strategy = sizing.proposal(m, "none")
+        estimate = sizing.stage_memory(m, strategy, policies.settings, span=True)
+        return sizing.verdict(m, estimate, policies.settings), estimate.assumptions[-1]
+
+    unstated, line = verdict(text)
+    assert unstated == "likely-oom"
+    assert "--fp8-param-gather" in line and "--grad-reduce-in-bf16" in line
+    stated = text.replace(
+        "runtime:\n",
+        "runtime:\n  main_grad_dtype: fp32\n  fp8_param_gather: false\n"
+        "  parameter_transpose_cache: true\n",
+    )
+    assert verdict(stated) == (
+        "oom",
+        "runtime traits of the nemo profile (policies/frameworks/nemo.yaml), overridden: "
+        "fp8_param_gather, main_grad_dtype, parameter_transpose_cache",
+    )
+
+
 def test_deprecated_spellings_keep_their_meaning(policies: Any) -> None:
     new = MANIFEST.replace(
         "parallelism:", "runtime: {flash_attention: false, main_grad_dtype: bf16}\nparallelism:"

@@ -271,7 +271,7 @@ def test_junit_one_suite_per_manifest_one_case_per_rule(
     }
     assert moe["ADV001"].find("failure") is None  # a warning does not block with --fail-on error
     assert moe["ADV001"].findtext("system-out") == (
-        "examples/frontier-moe.yaml:56:1: warning ADV001 M/P = 120/16 = 7.50 is outside 8..16"
+        "examples/frontier-moe.yaml:59:1: warning ADV001 M/P = 120/16 = 7.50 is outside 8..16"
     )
     assert list(moe["schema"]) == []
     mistakes = suites["examples/mistakes.yaml"]
@@ -475,7 +475,7 @@ def test_waived_finding_in_every_format(waived: Path, capsys: pytest.CaptureFixt
     found = cases(root.findall("testsuite")[0])
     assert found["ADV001"].find("failure") is None
     assert found["ADV001"].findtext("system-out") == (
-        "runs/moe.yaml:56:1: warning ADV001 M/P = 120/16 = 7.50 is outside 8..16 (waived)"
+        "runs/moe.yaml:59:1: warning ADV001 M/P = 120/16 = 7.50 is outside 8..16 (waived)"
     )
     assert found["ADV002"].find("failure") is not None
 
@@ -483,12 +483,12 @@ def test_waived_finding_in_every_format(waived: Path, capsys: pytest.CaptureFixt
     assert out.splitlines()[:2] == [
         "::warning file=runs/moe.yaml,line=25,col=3,title=ADV002::61 layers over 16 pipeline "
         "stages is 3.81 per stage: stages will be unbalanced",
-        "::notice file=runs/moe.yaml,line=56,col=1,title=ADV001::M/P = 120/16 = 7.50 is outside "
+        "::notice file=runs/moe.yaml,line=59,col=1,title=ADV001::M/P = 120/16 = 7.50 is outside "
         "8..16 (waived)",
     ]
 
     _, out, _ = review(capsys, "--format", "markdown", *argv)
-    assert "| warning (waived) | ADV001 | 56:1 | M/P = 120/16 = 7.50 is outside 8..16 |" in out
+    assert "| warning (waived) | ADV001 | 59:1 | M/P = 120/16 = 7.50 is outside 8..16 |" in out
     assert "### `runs/moe.yaml`: failed" in out
 
 
@@ -501,10 +501,10 @@ class Terminal(io.StringIO):
 
 
 COLOURED = (
-    "examples/frontier-moe.yaml:56:1: \x1b[33mwarning\x1b[0m \x1b[1mADV001\x1b[0m "
+    "examples/frontier-moe.yaml:59:1: \x1b[33mwarning\x1b[0m \x1b[1mADV001\x1b[0m "
     "M/P = 120/16 = 7.50 is outside 8..16"
 )
-PLAIN = "examples/frontier-moe.yaml:56:1: warning ADV001 M/P = 120/16 = 7.50 is outside 8..16"
+PLAIN = "examples/frontier-moe.yaml:59:1: warning ADV001 M/P = 120/16 = 7.50 is outside 8..16"
 
 
 def text_on(stdout: io.StringIO, monkeypatch: pytest.MonkeyPatch, *argv: str) -> str:

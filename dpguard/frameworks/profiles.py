@@ -64,6 +64,8 @@ class Profile:
     schedules: tuple[str, ...]  # dpguard's names, in the profile's order
     traits: Mapping[str, Any]  # only the traits the framework has
     trait_sources: Mapping[str, str]
+    # trait -> (the framework's flag that changes it, the value it sets)
+    trait_switches: Mapping[str, tuple[str, Any]]
     overlap: Mapping[str, bool]  # communication kind -> overlapped by default
     # communication kind -> the only schedules under which it is overlapped (the rest: all)
     overlap_schedules: Mapping[str, tuple[str, ...]]
@@ -82,6 +84,11 @@ class Profile:
         values = {name: self.traits.get(name, neutral) for name, neutral in TRAITS.items()}
         values.update({k: v for k, v in overrides.items() if k in self.traits or not stated})
         return values
+
+    def switched(self, written: Sequence[str]) -> dict[str, Any]:
+        """The traits a run can change by the framework's own flags (`trait_switches`) that
+        the manifest leaves unset (not in `written`), at the values those flags set."""
+        return {k: v for k, (_, v) in self.trait_switches.items() if k not in written}
 
     def runs(self, schedule: str) -> bool:
         return schedule in self.schedules
@@ -290,6 +297,9 @@ def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Profile:
         schedules=tuple(r["schedule"] for r in rows),
         traits=MappingProxyType({k: v["value"] for k, v in traits.items()}),
         trait_sources=MappingProxyType({k: v["source"] for k, v in traits.items()}),
+        trait_switches=MappingProxyType(
+            {k: (v["switch"], v["alternative"]) for k, v in traits.items() if "switch" in v}
+        ),
         overlap=MappingProxyType({k: v["overlapped"] for k, v in overlap.items()}),
         overlap_schedules=MappingProxyType(
             {k: tuple(v["schedules"]) for k, v in overlap.items() if "schedules" in v}
