@@ -436,7 +436,7 @@ def estimate_stages(
     if span:
         named = () if stated else alternative_runtimes(manifest, s.schedule)
         variants = [*named, *switched_runtimes(manifest, [("", manifest.runtime), *named])]
-    if not variants and (stated or not span):
+    if not span or (stated and not variants):
         line = _runtime_line(manifest)
         return central._replace(assumptions=(*central.assumptions, line), runtime=line)
     others = []
