@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -486,16 +486,29 @@ def switched_runtimes(
     out: list[tuple[str, Runtime]] = []
     seen = {training_setup(manifest, r) for _, r in runtimes}
     for label, runtime in runtimes:
-        profile = profiles.profile(runtime.profile)
-        flips = profile.switched(runtime.overrides)
-        changed = replace(runtime, **flips)
-        setup = training_setup(manifest, changed)
-        if not flips or setup in seen:
+        found = switched(manifest, runtime)
+        if found is None or training_setup(manifest, found[1]) in seen:
             continue
-        seen.add(setup)
-        flags = ", ".join(profile.trait_switches[k][0] for k in sorted(flips))
-        out.append((f"{label or profile.name} with {flags}", changed))
+        seen.add(training_setup(manifest, found[1]))
+        out.append((f"{label or runtime.profile} with {found[0]}", found[1]))
     return out
+
+
+def switched(manifest: Manifest, runtime: Runtime) -> tuple[str, Runtime] | None:
+    """(the flags, `runtime` with them): the traits its framework lets a run change by a flag
+    that the manifest leaves unset, switched; None when none changes what memory prices."""
+    profile = profiles.profile(runtime.profile)
+    flips = profile.switched(runtime.overrides)
+    target = training_setup(manifest, replace(runtime, **flips))
+    if target == training_setup(manifest, runtime):
+        return None
+    # name only the flags that matter here (a bf16 run has no FP8 weight to gather)
+    for k in sorted(flips):
+        rest = {j: v for j, v in flips.items() if j != k}
+        if training_setup(manifest, replace(runtime, **rest)) == target:
+            flips = rest
+    flags = ", ".join(profile.trait_switches[k][0] for k in sorted(flips))
+    return flags, replace(runtime, **flips)
 
 
 def alternative_runtimes(manifest: Manifest, schedule: str) -> tuple[tuple[str, Runtime], ...]:
@@ -548,14 +561,20 @@ def remedies(
     manifest: Manifest, s: Strategy, settings: Mapping[str, Any], last_resort: bool = False
 ) -> tuple[tuple[str, float], ...]:
     """(change, worst-rank GiB after it) for the changes that cut memory without new hardware,
-    cheapest first: a fused loss, FP8 activation storage, activation offload, full recompute,
-    twice the tensor parallel size inside a node, twice the pipeline depth; with
-    `last_resort`, also the optimizer states in host memory (CPU Adam: a slower step) and twice
-    the GPUs (more data parallelism to shard the optimizer over). Each is judged alone; a
-    change that does not apply (already set, not a valid layout, or saving under 0.05 GiB) is
-    left out."""
+    cheapest first: the framework's own flags the manifest leaves unset, a fused loss, FP8
+    activation storage, activation offload, full recompute, twice the tensor parallel size
+    inside a node, twice the pipeline depth; with `last_resort`, also the optimizer states in
+    host memory (CPU Adam: a slower step) and twice the GPUs (more data parallelism to shard
+    the optimizer over). Each is judged alone; a change that does not apply (already set, not
+    a valid layout, or saving under 0.05 GiB) is left out."""
     t, m, c = manifest.training, manifest.model, manifest.cluster
     trials: list[tuple[str, Manifest, Strategy, dict[str, Any]]] = []
+    flagged = switched(manifest, manifest.runtime)
+    if flagged is not None:  # the framework's own flags the manifest leaves unset: no cost
+        before, after = training_setup(manifest), training_setup(manifest, flagged[1])
+        changes = {f.name: getattr(after, f.name) for f in fields(after)}
+        changes = {k: v for k, v in changes.items() if getattr(before, k) != v}
+        trials.append((flagged[0], manifest, s, changes))
     if manifest.runtime.cross_entropy == "unfused":
         trials.append(("runtime.cross_entropy: fused", manifest, s, {"loss": "fused"}))
     if t.activation_storage != "fp8" and t.activation_recompute != "selective_op":

@@ -323,7 +323,8 @@ def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, ca
     """405B dense on 8 A100-40GB (37.4 GiB usable): each schedule's note quotes its closest
     layout as written (T = 4, no recompute: about 1 TB per GPU). The planner's levers
     (selective, then full recompute) do not make it fit either, so the last note prices one
-    more change at the closest layout with full recompute: FP8 storage barely helps, the
+    more change at the closest layout with full recompute: bf16 gradient reduction (a
+    Megatron-core flag) and FP8 storage barely help, the
     optimizer in host memory leaves 295 GiB, twice the GPUs (more ZeRO sharding) 579 GiB; the
     last says how many GPUs would do: 256, the first doubling at which a layout fits with every
     lever on. Interleaving, which the decision table accepts, is tried at its searched depths
@@ -339,7 +340,8 @@ def test_an_impossible_manifest_is_infeasible_and_exits_1(tmp_path, policies, ca
         "interleaved-1f1b was not possible at any P up to 64 (the policy's max_pipeline): P = 2, "
         "T = 4: 997.0 GiB per GPU is over 37.4 GiB",
         "at the closest layout (P = 2, T = 4, full recompute) the worst rank after one more "
-        "change, against 37.4 GiB usable: activation_storage: fp8 -> 863.3 GiB; "
+        "change, against 37.4 GiB usable: --grad-reduce-in-bf16 -> 768.7 GiB; "
+        "activation_storage: fp8 -> 863.3 GiB; "
         "optimizer_offload: 1 -> 294.8 GiB; gpus: 16 -> 579.2 GiB",
         "with 256 GPUs (32x) a plan fits: 1f1b P = 32, T = 8, worst rank 32.7 of 37.4 GiB, "
         "with activation_recompute: full",
@@ -420,7 +422,8 @@ def test_an_infeasible_note_quotes_the_stage_closest_to_fitting(tmp_path, polici
         "1f1b was not possible at any P up to 12 (12 layers, 1 stage per rank): P = 8, T = 1: "
         "62.1 GiB per GPU is over 37.4 GiB",
         "at the closest layout (P = 8, T = 1, full recompute) the worst rank after one more "
-        "change, against 37.4 GiB usable: activation_storage: fp8 -> 61.9 GiB; "
+        "change, against 37.4 GiB usable: --grad-reduce-in-bf16 -> 42.7 GiB; "
+        "activation_storage: fp8 -> 61.9 GiB; "
         "tensor: 2 -> 32.3 GiB; optimizer_offload: 1 -> 61.2 GiB; gpus: 2048 -> 61.6 GiB",
     )
 

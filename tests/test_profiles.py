@@ -200,6 +200,12 @@ def test_a_verdict_does_not_rest_on_a_default_the_team_can_switch(policies: Any)
     unstated, line = verdict(text)
     assert unstated == "likely-oom"
     assert "--fp8-param-gather" in line and "--grad-reduce-in-bf16" in line
+    # ADV004 prices them first among the changes that would make it fit
+    adv004 = [f for f in check_file(str(path), None, policies).findings if f.code == "ADV004"]
+    assert "after one change: --fp8-param-gather, --grad-reduce-in-bf16, " in adv004[0].message
+    # a bf16 run has no FP8 weight to gather: only the gradient flag is named
+    bf16 = text.replace("precision: fp8", "precision: bf16")
+    assert "with --grad-reduce-in-bf16 " in verdict(bf16)[1]
     stated = text.replace(
         "runtime:\n",
         "runtime:\n  main_grad_dtype: fp32\n  fp8_param_gather: false\n"
