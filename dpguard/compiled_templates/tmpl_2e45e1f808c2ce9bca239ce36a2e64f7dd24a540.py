@@ -302,7 +302,7 @@ def root(context, missing=missing):
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'pipeline')))
         yield ', M = '
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'microbatches')))
-        yield ':\n\n| schedule | bubble | GPU-hours | vs 1F1B | policies |\n|---|---|---|---|---|'
+        yield " (bubble: the exact simulation at the policy's op-time ratios below; GPU-hours: the step-time model, with this layout's own forward, backward and weight-gradient times):\n\n| schedule | bubble | GPU-hours | vs 1F1B | policies |\n|---|---|---|---|---|"
         for l_1_c in environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'candidates'):
             environment.count_step('a loop iteration')
             _loop_vars = {}
