@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -571,10 +571,7 @@ def remedies(
     trials: list[tuple[str, Manifest, Strategy, dict[str, Any]]] = []
     flagged = switched(manifest, manifest.runtime)
     if flagged is not None:  # the framework's own flags the manifest leaves unset: no cost
-        before, after = training_setup(manifest), training_setup(manifest, flagged[1])
-        changes = {f.name: getattr(after, f.name) for f in fields(after)}
-        changes = {k: v for k, v in changes.items() if getattr(before, k) != v}
-        trials.append((flagged[0], manifest, s, changes))
+        trials.append((flagged[0], replace(manifest, runtime=flagged[1]), s, {}))
     if manifest.runtime.cross_entropy == "unfused":
         trials.append(("runtime.cross_entropy: fused", manifest, s, {"loss": "fused"}))
     if t.activation_storage != "fp8" and t.activation_recompute != "selective_op":

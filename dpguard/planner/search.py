@@ -520,8 +520,10 @@ def _in_place(
                 schedule, s.tensor, s.pipeline, s.expert, s.context, v, 1, *split
             )
             other = _fit(manifest, base, settings, [], attempt)
-            timed = other and perf.predicted(manifest, other.strategy, other.micro_batch_size)
-            if other and timed:
+            if other is None:
+                continue
+            timed = perf.predicted(manifest, other.strategy, other.micro_batch_size)
+            if timed is not None:
                 faster.append((timed.step_time_s, v, other))
     tolerance = float(settings["planner"].get("step_time_tolerance", 0.0))
     faster = [f for f in faster if f[0] < current.step_time_s * (1 - tolerance)]
