@@ -75,37 +75,34 @@ def test_dualpipe_closed_form_bounds_the_simulated_fraction(schedule):
         ("dualpipev", 1),
     ],
 )
-def test_extrapolation_from_the_reference_m_is_exact(monkeypatch, schedule, v):
-    """Beyond SIMULATED_PAIRS the bubble is simulated at the reference M (the smallest valid
+def test_extrapolation_from_the_reference_m_is_exact(schedule, v):
+    """In the steady regime the bubble is simulated at the reference M (the smallest valid
     M >= P, >= 2P for DualPipe and DualPipeV) and extrapolated: every rank's idle time is the
-    reference's, its work grows with M. With the limit forced down to the reference run, that
-    must equal the full simulation exactly for every valid M up to 10P (the claim
-    `sizing._simulated_at` rests on)."""
+    reference's, its work grows with M. That must equal the full simulation exactly for every
+    valid M up to 10P (the claim `sizing._simulated_at` rests on), at the shipped op-time
+    ratios and at others a team may write (B != 2F, W != F, partial F&B overlap)."""
     checked = 0
-    for p in (2, 3, 4, 5, 8):
-        for m in range(p, 10 * p + 1):
-            if check(schedule, p, m, v):
-                continue
-            s = _strategy(schedule, p, m, v)
-            # The reference M, not M itself, with no limit on the reference run.
-            monkeypatch.setattr(sizing, "SIMULATED_PAIRS", 0)
-            monkeypatch.setattr(sizing, "REFERENCE_PAIRS", 10**9)
-            ref = sizing._simulated_at(s)
-            if ref is None or ref == m:
-                continue
-            monkeypatch.setattr(sizing, "SIMULATED_PAIRS", 10**9)
-            full = sizing.bubble(s, SETTINGS)
-            monkeypatch.setattr(sizing, "SIMULATED_PAIRS", sizing._pairs(s, ref))
-            monkeypatch.setattr(sizing, "REFERENCE_PAIRS", sizing._pairs(s, ref))
-            extrapolated = sizing.bubble(s, SETTINGS)
-            assert full is not None and extrapolated is not None
-            assert (full.method, extrapolated.method) == ("simulated", "extrapolated")
-            assert (extrapolated.fraction, extrapolated.makespan) == (
-                full.fraction,
-                full.makespan,
-            ), (p, m)
-            checked += 1
-    assert checked >= 40
+    for backward, weight, overlapped in ((2, 1, 3), (Fraction(3, 2), Fraction(1, 2), 2), (3, 2, 4)):
+        ratios = {"backward": backward, "weight": weight, "overlapped": overlapped}
+        settings = {**SETTINGS, "op_time_ratios": ratios}
+        times = sizing.op_times(settings)
+        for p in (2, 3, 4, 5, 8):
+            for m in range(p, 10 * p + 1):
+                if check(schedule, p, m, v):
+                    continue
+                s = _strategy(schedule, p, m, v)
+                ref = sizing._simulated_at(s)
+                if ref is None or ref == m:
+                    continue
+                full = simulate(schedule, p, m, times, virtual_stages=v)
+                extrapolated = sizing.bubble(s, settings)
+                assert extrapolated is not None and extrapolated.method == "extrapolated"
+                assert (extrapolated.fraction, extrapolated.makespan) == (
+                    float(full.bubble_fraction),
+                    float(full.makespan),
+                ), (backward, weight, p, m)
+                checked += 1
+    assert checked >= 120
 
 
 def test_beyond_the_reference_the_exact_closed_form_gives_the_bubble(monkeypatch):
@@ -124,11 +121,16 @@ def test_beyond_the_reference_the_exact_closed_form_gives_the_bubble(monkeypatch
 
 
 def test_a_batch_of_a_million_sequences_gets_an_exact_bubble_without_a_long_simulation():
-    """The shipped limit: 16 stages x 1,048,576 micro-batches is simulated at M = 32 only."""
+    """16 stages x 1,048,576 micro-batches is simulated at M = 32 only, and 1F1B at P = 4,
+    M = 8 at M = 4 (the reference: every M from P on reuses it); short of the steady regime
+    (M < P) the run itself is simulated."""
     s = _strategy("dualpipe", 16, 2**20)
     assert sizing.too_large(s) is None
     result = sizing.bubble(s, SETTINGS)
     assert result is not None and result.method == "extrapolated"
-    small = sizing.bubble(_strategy("1f1b", 4, 8), SETTINGS)
-    assert small is not None and small.method == "simulated"
-    assert small.fraction == pytest.approx(3 / 11, rel=1e-12)
+    steady = sizing.bubble(_strategy("1f1b", 4, 8), SETTINGS)
+    assert steady is not None and steady.method == "extrapolated"
+    assert steady.fraction == pytest.approx(3 / 11, rel=1e-12)
+    short = sizing.bubble(_strategy("1f1b", 4, 3), SETTINGS)
+    assert short is not None and short.method == "simulated"
+    assert short.fraction == pytest.approx(3 / 6, rel=1e-12)
