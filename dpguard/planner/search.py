@@ -139,15 +139,20 @@ def _size(
     """`base` at micro-batch size `mbs`: the sized strategy, the first schedule constraint it
     violates (then it is not sized), and its worst rank's memory (the whole estimate is built
     for the layout that fits: `_fit`)."""
-    micro = manifest.training.global_batch_size // (dp * mbs)
-    s = replace(base, microbatches=micro)
-    if s.schedule != "none":
-        violations = check(
-            s.schedule, s.pipeline, micro, SCHEDULES[s.schedule].virtual(s.virtual_stages)
-        )
-        if violations:
-            return s, violations[0], None
+    s = replace(base, microbatches=manifest.training.global_batch_size // (dp * mbs))
+    violation = _violation(s)
+    if violation:
+        return s, violation, None
     return s, None, sizing.stage_peak(manifest, s, settings, _setup(manifest, mbs))
+
+
+def _violation(s: sizing.Strategy) -> str | None:
+    """The first constraint of `s`'s schedule that its micro-batch count breaks, or None."""
+    if s.schedule == "none":
+        return None
+    spec = SCHEDULES[s.schedule]
+    violations = check(s.schedule, s.pipeline, s.microbatches, spec.virtual(s.virtual_stages))
+    return violations[0] if violations else None
 
 
 def _setup(manifest: Manifest, mbs: int) -> MemoryTraining:
@@ -204,44 +209,63 @@ def _fit(
             return None
     dp = sizing.data_parallel(manifest, base)
     choices = _mbs_choices(manifest, dp, base, settings, competing)
-    choices_min = min(choices, default=0)
     if not choices:
         why.append(f"the global batch does not divide over DP {dp} at P = {base.pipeline}")
-    violated: list[str] = []
-    smallest: float | None = None
-    over: int | None = None  # the smallest micro-batch size found too big: larger ones are too
-    # States alone over the limit: only the smallest size is sized (the closest to fitting,
-    # for the notes and the remedies).
-    hopeless = attempt.floors.get(base, 0.0) > attempt.limit
-    for mbs in choices:
-        if (over is not None and mbs >= over) or (hopeless and mbs != choices_min):
-            continue
+        return None
+
+    def sized(mbs: int) -> tuple[sizing.Strategy, str | None, Peak | None]:
         key = (manifest.training, mbs, base)
         if key not in attempt.sized:
             attempt.sized[key] = _size(manifest, base, mbs, dp, settings)
-        s, violation, peak = attempt.sized[key]
-        if violation:
-            violated.append(violation)
-            continue
-        if peak is None:
-            continue
-        total = peak.total
-        if total <= attempt.limit:
-            return Candidate(s, mbs, manifest, settings)
-        # Activations grow with the micro-batch, states do not depend on it.
-        over = mbs if over is None else min(over, mbs)
-        if smallest is None or total < smallest:
-            smallest = total
-            attempt.closest.append((total, manifest, mbs, s))
-        attempt.floors[base] = peak.states
-        hopeless = attempt.floors[base] > attempt.limit
-    if smallest is not None:
-        why.append(
-            f"P = {base.pipeline}, T = {base.tensor}: {smallest / sizing.GIB:.1f} GiB per GPU "
-            f"is over {attempt.limit / sizing.GIB:.1f} GiB"
-        )
-    elif violated:
-        why.append(violated[0])
+        return attempt.sized[key]
+
+    def strategy(mbs: int) -> sizing.Strategy:
+        return replace(base, microbatches=manifest.training.global_batch_size // (dp * mbs))
+
+    # The worst rank's memory grows with the micro-batch size (activations do, states do not
+    # depend on it), so the sizes that fit are those up to the largest that does: each
+    # sizing bounds it from below or above, and the choice is the first size, in the order of
+    # preference, known to be within it. The smallest size is sized first (when it does not
+    # fit, none does: most layouts a search sizes fit at no size), then the preferred of the
+    # sizes left, or, where the preference is the largest size that fits, the middle one of
+    # them (a bisection: a layout without a pipeline was sized at every size from the largest
+    # down).
+    # States alone over the limit (`floors`): only the smallest size is sized (the closest to
+    # fitting, for the notes and the remedies).
+    runs = [m for m in sorted(choices) if not _violation(strategy(m))]
+    order = [m for m in choices if m in runs]
+    largest_first = order == runs[::-1]
+    fits_to, fails_from = 0, math.inf  # the largest size known to fit, the smallest known not to
+    while attempt.floors.get(base, 0.0) <= attempt.limit:
+        pending = [m for m in order if m < fails_from]
+        if not pending:
+            break
+        if pending[0] <= fits_to:
+            return Candidate(strategy(pending[0]), pending[0], manifest, settings)
+        unknown = [m for m in runs if fits_to < m < fails_from]
+        if runs[0] in unknown:
+            mbs = runs[0]
+        elif largest_first:
+            mbs = unknown[len(unknown) // 2]
+        else:
+            mbs = pending[0]
+        peak = sized(mbs)[2]
+        assert peak is not None
+        if peak.total <= attempt.limit:
+            fits_to = mbs
+        else:
+            fails_from = mbs
+            attempt.floors[base] = peak.states
+    if not runs:  # the first constraint that failed
+        why.append(_violation(strategy(choices[0])) or "")
+        return None
+    s, _, peak = sized(runs[0])  # the closest to fitting
+    assert peak is not None
+    attempt.closest.append((peak.total, manifest, runs[0], s))
+    why.append(
+        f"P = {base.pipeline}, T = {base.tensor}: {peak.total / sizing.GIB:.1f} GiB per GPU "
+        f"is over {attempt.limit / sizing.GIB:.1f} GiB"
+    )
     return None
 
 
