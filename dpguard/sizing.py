@@ -184,7 +184,7 @@ class Timing(NamedTuple):
     makespan: Fraction
     busy: tuple[Fraction, ...]
     idle: tuple[Fraction, ...]
-    fraction: Fraction
+    fraction: Fraction  # sum(idle) / (ranks x makespan), exactly (`_remembered_timing` checks it)
 
 
 # The reference runs (`_simulated_at`) of every schedule at P = 2..64 (interleaving depths
@@ -353,7 +353,8 @@ def bubble(s: Strategy, settings: Mapping[str, Any]) -> Bubble | None:
     if at == s.microbatches:
         return Bubble(float(r.fraction), float(r.makespan), "simulated")
     longer = r.busy[0] + _busy_per_microbatch(s, at, r, times) * (s.microbatches - at) + r.idle[0]
-    return Bubble(float(sum(r.idle) / (s.pipeline * longer)), float(longer), "extrapolated")
+    idle = r.fraction * s.pipeline * r.makespan  # every rank's idle time, summed (Timing)
+    return Bubble(float(idle / (s.pipeline * longer)), float(longer), "extrapolated")
 
 
 def _busy_per_microbatch(s: Strategy, at: int, r: Timing, times: OpTimes) -> Fraction:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import islice
 from typing import Any
 
@@ -140,18 +140,18 @@ def _size(
     violates (then it is not sized), and its worst rank's memory (the whole estimate is built
     for the layout that fits: `_fit`)."""
     s = replace(base, microbatches=manifest.training.global_batch_size // (dp * mbs))
-    violation = _violation(s)
+    violation = _violation(s.schedule, s.pipeline, s.microbatches, s.virtual_stages)
     if violation:
         return s, violation, None
     return s, None, sizing.stage_peak(manifest, s, settings, _setup(manifest, mbs))
 
 
-def _violation(s: sizing.Strategy) -> str | None:
-    """The first constraint of `s`'s schedule that its micro-batch count breaks, or None."""
-    if s.schedule == "none":
+@lru_cache(maxsize=4096)
+def _violation(schedule: str, pipeline: int, microbatches: int, virtual: int) -> str | None:
+    """The first constraint of `schedule` that P, M and V break, or None."""
+    if schedule == "none":
         return None
-    spec = SCHEDULES[s.schedule]
-    violations = check(s.schedule, s.pipeline, s.microbatches, spec.virtual(s.virtual_stages))
+    violations = check(schedule, pipeline, microbatches, SCHEDULES[schedule].virtual(virtual))
     return violations[0] if violations else None
 
 
@@ -219,8 +219,11 @@ def _fit(
             attempt.sized[key] = _size(manifest, base, mbs, dp, settings)
         return attempt.sized[key]
 
-    def strategy(mbs: int) -> sizing.Strategy:
-        return replace(base, microbatches=manifest.training.global_batch_size // (dp * mbs))
+    def micro(mbs: int) -> int:
+        return manifest.training.global_batch_size // (dp * mbs)
+
+    def violation(mbs: int) -> str | None:
+        return _violation(base.schedule, base.pipeline, micro(mbs), base.virtual_stages)
 
     # The worst rank's memory grows with the micro-batch size (activations do, states do not
     # depend on it), so the sizes that fit are those up to the largest that does: each
@@ -232,7 +235,7 @@ def _fit(
     # down).
     # States alone over the limit (`floors`): only the smallest size is sized (the closest to
     # fitting, for the notes and the remedies).
-    runs = [m for m in sorted(choices) if not _violation(strategy(m))]
+    runs = [m for m in sorted(choices) if not violation(m)]
     order = [m for m in choices if m in runs]
     largest_first = order == runs[::-1]
     fits_to, fails_from = 0, math.inf  # the largest size known to fit, the smallest known not to
@@ -241,7 +244,8 @@ def _fit(
         if not pending:
             break
         if pending[0] <= fits_to:
-            return Candidate(strategy(pending[0]), pending[0], manifest, settings)
+            chosen = replace(base, microbatches=micro(pending[0]))
+            return Candidate(chosen, pending[0], manifest, settings)
         unknown = [m for m in runs if fits_to < m < fails_from]
         if runs[0] in unknown:
             mbs = runs[0]
@@ -257,7 +261,7 @@ def _fit(
             fails_from = mbs
             attempt.floors[base] = peak.states
     if not runs:  # the first constraint that failed
-        why.append(_violation(strategy(choices[0])) or "")
+        why.append(violation(choices[0]) or "")
         return None
     s, _, peak = sized(runs[0])  # the closest to fitting
     assert peak is not None
