@@ -190,8 +190,8 @@ class Timing(NamedTuple):
 # The reference runs (`_simulated_at`) of every schedule at P = 2..64 (interleaving depths
 # 2..8) at the shipped op-time ratios, simulated when the wheel was built: a fresh CI runner
 # has no per-user cache, and these were half of its extra cost on a 500-file review.
-# tests/test_reference_runs.py checks the grid and samples against the simulator, and rewrites
-# the file (DPGUARD_UPDATE_GOLDEN=1).
+# tests/test_reference_runs.py checks the grid and every run against the simulator, and
+# rewrites the file (DPGUARD_UPDATE_GOLDEN=1).
 REFERENCE_RUNS = "data/reference-runs.json"
 
 
@@ -292,7 +292,7 @@ def _simulated_at(s: Strategy) -> int | None:
     the steady regime and that run is at most REFERENCE_PAIRS, else its own M up to
     SIMULATED_PAIRS; None beyond both."""
     start = SCHEDULES[s.schedule].steady_from * s.pipeline
-    for m in range(start, min(s.microbatches, start + 4 * s.pipeline * _virtual(s)) + 1):
+    for m in range(start, min(s.microbatches, start + 4 * s.pipeline * _virtual(s) + 1) + 1):
         if not check(s.schedule, s.pipeline, m, _virtual(s)):
             return m if _pairs(s, m) <= REFERENCE_PAIRS else None
     return s.microbatches if _pairs(s, s.microbatches) <= SIMULATED_PAIRS else None
