@@ -1162,3 +1162,62 @@ def test_the_fallback_runs_interleaved_at_its_own_layout(tmp_path, policies):
     result = check_file(str(path), None, policies)
     assert result.manifest is not None and result.outcome is not None
     assert recommended_schedule(result.manifest, result.outcome, policies) == "interleaved-1f1b"
+
+
+def test_the_search_picks_the_micro_batch_size_a_size_by_size_scan_picks(tmp_path, policies):
+    """`search._fit` sizes a layout at a few micro-batch sizes (the smallest, the preferred, a
+    bisection), relying on memory growing with the micro-batch size. Over every layout the
+    search tries for manifests whose batch leaves many sizes, its choice (or its "nothing
+    fits") must be what sizing every size in the order of preference gives, at fewer sizings."""
+    from dpguard import sizing
+    from dpguard.planner import search
+
+    settings = policies.settings
+    tried = fitting = 0
+    sized_fast = sized_scan = 0
+    for name, gbs in (("large-dense", 2048), ("small-dense", 4096), ("frontier-moe", 15360)):
+        doc = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text(encoding="utf-8"))
+        doc.pop("parallelism", None)
+        doc["training"].pop("micro_batch_size", None)
+        doc["training"]["global_batch_size"] = gbs
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        manifest = check_file(str(path), None, policies).manifest
+        assert manifest is not None
+        limit = sizing.usable_bytes(manifest, settings)
+        for schedule, tensor, pipe in (
+            (s, t, p)
+            for s in ("1f1b", "zb1p", "none")
+            for t in (1, 2, 4, 8)
+            for p in (1, 2, 4, 8, 16)
+        ):
+            if (schedule == "none") != (pipe == 1) or manifest.cluster.gpus % (tensor * pipe):
+                continue
+            ep = (
+                1
+                if not manifest.model.is_moe
+                else min(manifest.model.experts, manifest.cluster.gpus // pipe)
+            )
+            if (manifest.cluster.gpus // pipe) % ep:
+                continue
+            base = sizing.Strategy(schedule, tensor, pipe, ep, 1, 1, 1)
+            attempt = search._Attempt(limit, [], {}, {})
+            found = search._fit(manifest, base, settings, [], attempt, competing=pipe == 1)
+            sized_fast += sum(1 for v in attempt.sized.values() if v[2] is not None)
+            dp = sizing.data_parallel(manifest, base)
+            expected = None
+            for mbs in search._mbs_choices(manifest, dp, base, settings, pipe == 1):
+                s, violation, peak = search._size(manifest, base, mbs, dp, settings)
+                if violation:
+                    continue
+                sized_scan += 1
+                if peak is not None and peak.total <= limit:
+                    expected = (s, mbs)
+                    break
+            assert (
+                (found.strategy, found.micro_batch_size) == expected if found else expected is None
+            )
+            tried += 1
+            fitting += found is not None
+    assert tried >= 40 and 10 <= fitting < tried  # layouts that fit and layouts that do not
+    assert sized_fast < sized_scan
