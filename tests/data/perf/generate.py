@@ -636,6 +636,10 @@ case(
         "precision": "fp8",
         "activation_recompute": "selective",
         "recompute_modules": ["mla_up_proj", "layernorm"],
+        # arXiv 2412.19437 s3.3.2-3.3.3: SwiGLU inputs cached in FP8 and its output
+        # recomputed; AdamW moments in BF16
+        "activation_storage": "fp8",
+        "optimizer_moment_dtype": "bf16",
     },
     parallelism={"tensor": 1, "pipeline": 16, "expert": 64, "schedule": "dualpipe"},
     communication={"all_to_all_kernel": "deepep"},
