@@ -254,13 +254,10 @@ def _digest(*parts: bytes) -> str:
 
 @functools.cache
 def _shipped() -> dict[str, dict[str, str]]:
-    from importlib import resources
+    from dpguard import resources
 
-    with contextlib.suppress(OSError, ValueError):
-        record = json.loads(resources.files("dpguard").joinpath(SHIPPED).read_text("utf-8"))
-        if isinstance(record, dict):
-            return record
-    return {}
+    record = resources.optional_json("dpguard", SHIPPED)
+    return record if isinstance(record, dict) else {}
 
 
 def _from_record(kind: str, parts: tuple[bytes, ...]) -> str | None:

@@ -24,6 +24,16 @@ def packaged(package: str, name: str = "") -> Traversable:
     return root / name if name else root
 
 
+def optional_json(package: str, name: str) -> Any:
+    """A packaged JSON file's data, or None when it is missing or not JSON: for data that only
+    saves work (the shipped checks, the reference simulations), whose loss costs time, never a
+    review."""
+    try:
+        return json.loads(packaged(package, name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def read_text(package: str, name: str) -> str:
     try:
         return packaged(package, name).read_text(encoding="utf-8")

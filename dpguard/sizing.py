@@ -8,8 +8,6 @@ settings (`policies/planner.yaml`), never from constants here.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -18,7 +16,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from dpguard import compute, memory
+from dpguard import compute, memory, resources
 from dpguard.frameworks import profiles
 from dpguard.manifest import Manifest, Model, Runtime, Training, build_runtime, format_quantity
 from dpguard.memo import PerSettings
@@ -199,15 +197,11 @@ REFERENCE_RUNS = "data/reference-runs.json"
 def shipped_runs(times: OpTimes) -> Mapping[str, str]:
     """The shipped reference runs ("schedule P M V" -> timing text) when `times` are the
     ratios they were simulated at; else none. A missing or malformed file only costs time."""
-    from importlib import resources
-
-    with contextlib.suppress(OSError, ValueError):
-        text = resources.files("dpguard").joinpath(REFERENCE_RUNS).read_text("utf-8")
-        table = json.loads(text)
-        if isinstance(table, dict) and table.get("op_times") == _times_key(times):
-            runs = table.get("runs")
-            if isinstance(runs, dict):
-                return runs
+    table = resources.optional_json("dpguard", REFERENCE_RUNS)
+    if isinstance(table, dict) and table.get("op_times") == _times_key(times):
+        runs = table.get("runs")
+        if isinstance(runs, dict):
+            return runs
     return {}
 
 
