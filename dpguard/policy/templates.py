@@ -61,9 +61,21 @@ def fixed(value: Any, digits: int = 1) -> str:
     return "%.*f" % (_decimals(digits, "fixed"), value)  # noqa: UP031  # printf's own rules
 
 
+def number(value: Any) -> str:
+    """A number at most six significant digits long, with no trailing zeros (200, 12.5): the
+    `number` filter, exactly `'%g' | format(value)` (a float fact written as a whole number
+    reads as one)."""
+    return "%g" % (value,)  # noqa: UP031  # printf's own rules, as Jinja's format filter
+
+
 # dpguard's own filters, added to Jinja's in every sandbox; the only ones a plain message (one
 # rendered without Jinja, see render_message) may use: the same functions, without the import.
-FILTERS: dict[str, Callable[..., str]] = {"pct": pct, "thousands": thousands, "fixed": fixed}
+FILTERS: dict[str, Callable[..., str]] = {
+    "pct": pct,
+    "thousands": thousands,
+    "fixed": fixed,
+    "number": number,
+}
 
 
 @cache
@@ -351,9 +363,8 @@ def _charge_call(
 
 
 def sandbox(limits: Limits = PAGE, **options: Any) -> Any:
-    """A SandboxedEnvironment with StrictUndefined, dpguard's FILTERS (pct, thousands, fixed),
-    and every rendering held to `limits` (see above); `lipsum` is gone (lipsum(10**9) is a
-    loop)."""
+    """A SandboxedEnvironment with StrictUndefined, dpguard's FILTERS, and every rendering held
+    to `limits` (see above); `lipsum` is gone (lipsum(10**9) is a loop)."""
     from jinja2 import StrictUndefined
 
     env = _bounded_class()(limits, undefined=StrictUndefined, autoescape=False, **options)
