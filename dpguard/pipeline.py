@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TypeVar
 
+from dpguard import workers
 from dpguard.catalog import load_catalog
 from dpguard.check import FileResult, check_file
 from dpguard.errors import InputError
@@ -52,6 +53,7 @@ def review(
     all_waivers: bool = False,
     debug: bool = False,
     part: Part | None = None,
+    jobs: int | None = None,
 ) -> Reviewed:
     """Judge `paths` (files, as dpguard.discover.expand gives them). `policies` layer over each
     file's stack, `config` pins one .dpguard.yaml for all; a broken config, stack or waivers
@@ -61,46 +63,80 @@ def review(
     in one file is that file's D001 finding and one `internal` message (its traceback with
     `debug`); the other files are still checked. `part` (reporters.PARTS): render each file's
     section of the report as soon as it is judged, keeping only the text, so memory stays flat
-    over a batch."""
+    over a batch. `jobs`: processes to judge the files in (dpguard.workers; default: one per
+    usable core for a batch large enough), where each file is released or rendered."""
     paths = through_manifests(paths)  # a sourced config is judged as its manifests
     judge_of, here = judges(paths, policies, config, fail_on, today)
     first = here or next(iter(judge_of.values()))
     context = Report((), first.fail_on, first.policies)  # what a section reads of the report
-    used: dict[str, set[int]] = {}
     catalog = load_catalog()
-    results: list[FileResult] = []
-    unreadable: list[tuple[str, str]] = []
-    internal: list[str] = []
-    for path in paths:
+    # Only what is released crosses from a worker (dpguard.workers): a whole result (its
+    # manifest, plan and verdict, for a caller that reads them) is judged here.
+    released_only = part is not None or lines_only
+    processes = workers.jobs(len(paths), jobs) if released_only else 1
+
+    def judged(path: str) -> _Judged:
+        """One file judged, its waivers applied, released or rendered: a worker's task."""
         judge = judge_of[path]
         cfg = judge.config
-        defaults = cfg.defaults_for(path)
+        used: dict[str, set[int]] = {}
+        check = partial(
+            check_file,
+            path,
+            catalog,
+            judge.policies,
+            cfg.defaults_for(path),
+            shows_plan,
+            shows_page,
+        )
         try:
-            result, bug = isolated(
-                path,
-                partial(
-                    check_file, path, catalog, judge.policies, defaults, shows_plan, shows_page
-                ),
-                debug,
-            )
+            result, bug = isolated(path, check, debug)
         except InputError as exc:  # reported; the others are still checked; exit 2 at the end
-            unreadable.append((path, str(exc)))
-            continue
-        if bug is not None:
-            internal.append(bug)
+            return _Judged(path, None, (), {}, str(exc))
+        bugs: tuple[str, ...] = () if bug is None else (bug,)
         result = replace(result, findings=judge.waive(result.findings, used, path))
         result = replace(result, config=cfg.path, judged_by=judge.policies, fail_on=judge.fail_on)
         if part is not None:
             result, bug = _with_part(context, result, part, debug)
-            if bug is not None:
-                internal.append(bug)
+            bugs += () if bug is None else (bug,)
         elif lines_only:
             result = released(result)
-        results.append(result)
+        if processes > 1:  # its policy stack, the largest object it refers to, stays here
+            result = replace(result, judged_by=None)
+        return _Judged(path, result, bugs, used)
+
+    used: dict[str, set[int]] = {}
+    results: list[FileResult] = []
+    unreadable: list[tuple[str, str]] = []
+    internal: list[str] = []
+    for one in workers.ordered(judged, paths, processes):
+        if one.unreadable is not None:
+            unreadable.append((one.path, one.unreadable))
+            continue
+        for waivers, hits in one.used.items():
+            used.setdefault(waivers, set()).update(hits)
+        internal += one.bugs
+        assert one.result is not None
+        if processes > 1:
+            results.append(replace(one.result, judged_by=judge_of[one.path].policies))
+        else:
+            results.append(one.result)
     warnings = unused_waiver_warnings(judge_of, used, None if all_waivers else paths)
     report = Report(tuple(results), first.fail_on, first.policies, tuple(unreadable))
     errors = tuple(f"dpguard: error: {m}" for _, m in unreadable)
     return Reviewed(report, errors, warnings, tuple(internal))
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """One file as judged: its result (None when it could not be read: `unreadable` says why),
+    what stderr says of a bug met in it, and the waivers its findings used."""
+
+    path: str
+    result: FileResult | None
+    bugs: tuple[str, ...]
+    used: dict[str, set[int]]
+    unreadable: str | None = None
 
 
 def _with_part(

@@ -64,6 +64,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "could match was checked in this call, so a partial pre-commit run stays quiet)",
     )
     parser.add_argument(
+        "--jobs",
+        "-j",
+        type=_jobs,
+        default=None,
+        metavar="N",
+        help="processes to judge the files in (default: DPGUARD_JOBS, else one per usable "
+        "core, one per 16 files at most, and one under pre-commit, which already runs one "
+        "dpguard per core); the report is the same at any N",
+    )
+    parser.add_argument(
         "--baseline",
         metavar="REV",
         default=None,
@@ -72,6 +82,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "changed: layout, bubble, GPU-hours, memory, verdict, findings added and resolved "
         "(text, json, markdown, github; sarif and junit report the new versions)",
     )
+
+
+def _jobs(text: str) -> int:
+    from dpguard.workers import MAX_JOBS
+
+    if text.isdigit() and 1 <= int(text) <= MAX_JOBS:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes from 1 to {MAX_JOBS}")
 
 
 def _date(text: str) -> object:
@@ -116,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         all_waivers=args.report_unused_waivers,
         debug=args.debug,
         part=None if quiet else PARTS.get(args.format),
+        jobs=args.jobs,
     )
     to_stdout = args.output is None or args.output == "-"
     color = to_stdout and _color(sys.stdout)  # never in a file
