@@ -105,19 +105,20 @@ def ordered(
     sys.stderr.flush()
     _TASK = task
     done = 0
-    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
+    pool = None
     try:
-        results = pool.map(_run, chunks)
-        try:
-            for chunk in results:
-                for result in chunk:
-                    done += 1
-                    yield result
-        except BrokenProcessPool:
-            # a worker died: the files it had not returned are judged here
-            yield from map(task, items[done:])
+        pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
+        for chunk in pool.map(_run, chunks):  # forks the workers
+            for result in chunk:
+                done += 1
+                yield result
+    except (BrokenProcessPool, OSError, ImportError, NotImplementedError):
+        # A worker died, or none could start (no process-shared semaphores in a container
+        # without /dev/shm, fork refused): what is left is judged here, as without workers.
+        yield from map(task, items[done:])
     finally:
         _TASK = None
-        # what is pending is dropped (the call stopped early); a chunk a worker is judging
-        # ends within the per-file time budget
-        pool.shutdown(cancel_futures=True)
+        if pool is not None:
+            # what is pending is dropped (the call stopped early); a chunk a worker is
+            # judging ends within the per-file time budget
+            pool.shutdown(cancel_futures=True)

@@ -125,6 +125,17 @@ def test_a_worker_that_dies_loses_no_item() -> None:
     assert list(workers.ordered(_dies_in_a_worker, items, 2)) == [i * i for i in items]
 
 
+def test_without_workers_the_items_are_mapped_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container without /dev/shm cannot make the pool's semaphores: no error, no loss."""
+    import concurrent.futures
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(13, "Permission denied: /dev/shm")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", refused)
+    assert list(workers.ordered(_pid, list(range(40)), 2)) == [os.getpid()] * 40
+
+
 def _stops(item: int) -> int:
     if item == 30:
         raise ConfigError("message of rule X cannot be rendered", "policies/team.yaml:3:5")
