@@ -20,12 +20,13 @@ how many processes (`jobs`):
   calling thread, and a lock another thread held stays held in the child.
 
 A worker that dies (killed, out of memory) loses nothing: the files it had not returned are
-judged here, one by one, as without workers.
+judged here, one by one, as without workers. A worker dies with the process that forked it.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -78,6 +79,24 @@ def jobs(files: int, asked: int | None = None, environ: Mapping[str, str] | None
     return max(1, min(wanted, files // MIN_FILES_PER_JOB))
 
 
+# prctl(2): deliver a signal to this process when the one that forked it dies
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int) -> None:
+    """A worker's first step: it dies with the process that forked it. A parent killed alone
+    (a CI timeout signals one process, not its group) would otherwise leave its workers
+    waiting on the task queue forever, and holding the job's output pipes open."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # no prctl: the parent's own shutdown is the bound
+        pass
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os._exit(1)
+
+
 def _run(chunk: Sequence[Any]) -> list[Any]:
     """In a worker: the task over one chunk of items."""
     assert _TASK is not None, "workers are forked after the task is set"
@@ -107,7 +126,12 @@ def ordered(
     done = 0
     pool = None
     try:
-        pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
+        pool = ProcessPoolExecutor(
+            processes,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=_die_with,
+            initargs=(os.getpid(),),
+        )
         for chunk in pool.map(_run, chunks):  # forks the workers
             for result in chunk:
                 done += 1

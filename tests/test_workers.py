@@ -136,6 +136,46 @@ def test_without_workers_the_items_are_mapped_here(monkeypatch: pytest.MonkeyPat
     assert list(workers.ordered(_pid, list(range(40)), 2)) == [os.getpid()] * 40
 
 
+def test_the_workers_die_with_the_process_that_forked_them() -> None:
+    """A CI timeout that kills the review process alone leaves no worker behind holding the
+    job's output open (before: they waited on the task queue forever)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import os, time\n"
+        "from dpguard import workers\n"
+        "def task(i):\n"
+        "    time.sleep(0.05)\n"
+        "    return os.getpid()\n"
+        "for pid in workers.ordered(task, list(range(2000)), 2):\n"
+        "    print(pid, flush=True)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    seen: set[int] = set()
+    while len(seen) < 2:
+        seen.add(int(parent.stdout.readline()))
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in seen)
+    parent.stdout.close()
+
+
+def _alive(pid: int) -> bool:
+    """Running or asleep, not gone and not a zombie nobody reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def _stops(item: int) -> int:
     if item == 30:
         raise ConfigError("message of rule X cannot be rendered", "policies/team.yaml:3:5")
