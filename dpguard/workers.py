@@ -6,8 +6,9 @@ forked worker processes and yields the results in the files' order, so the repor
 code and every byte of it are what one process gives (tests/test_workers.py). What decides
 how many processes (`jobs`):
 
-- `--jobs N` / DPGUARD_JOBS, else one per usable core (the affinity mask, not the machine's
-  core count: a container pinned to 2 of 64 cores gets 2);
+- `--jobs N` / DPGUARD_JOBS, else one per usable core: the affinity mask (a container pinned
+  to 2 of 64 cores gets 2) and the cgroup's CPU quota (`docker --cpus 2`, a Kubernetes CPU
+  limit), not the machine's core count;
 - at least MIN_FILES_PER_JOB files per process: forking and collecting cost about as much as
   judging a few files, so a small call (a single file, a pre-commit run over a commit's few
   files) stays in one process;
@@ -19,40 +20,87 @@ how many processes (`jobs`):
 - one process when the caller runs threads (a library caller's): a fork copies only the
   calling thread, and a lock another thread held stays held in the child.
 
-A worker that dies (killed, out of memory) loses nothing: the files it had not returned are
-judged here, one by one, as without workers. A worker dies with the process that forked it.
+The mechanism is the plainest that cannot hang: os.fork, one pipe of chunk numbers that the
+workers take from in turn, and one pipe back from each. No threads, no semaphores (a
+container without /dev/shm runs it), nothing joined at exit. Whatever a worker does not
+return is judged here, in order, as without workers: a chunk whose task raised (so an error
+that stops the call is raised here, as itself), whose results do not pickle, or whose worker
+died (killed, out of memory). A worker that cannot be forked leaves its share to the others,
+or to this process; a worker dies with the process that forked it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
+import pickle
 import signal
+import struct
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 # Measured on the benchmark's realistic corpus (benchmarks/bench_review.py): a worker costs
-# about what judging three or four files does (fork, the pool's pipes, the results' pickles).
+# about what judging three or four files does (the fork, its pipes, the results' pickles).
 MIN_FILES_PER_JOB = 16
-# Files a worker is sent at a time: enough to amortise a round trip, few enough that two
+# Files a worker takes at a time: enough to amortise a round trip, few enough that the
 # workers finish together when some files cost 10x the median.
 CHUNK = 8
 MAX_JOBS = 256
 
-# The task the forked workers run: set before the pool forks, so it reaches them by
-# inheritance and need not be pickled (it is a closure over the call's judges and catalog).
-_TASK: Callable[[Any], Any] | None = None
-
 
 def usable_cores() -> int:
+    """The cores this process may run on, bounded by its cgroup's CPU quota."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = _cpu_quota()
+    return max(1, min(cores, quota)) if quota else cores
+
+
+def _cpu_quota(root: str = "") -> int | None:
+    """The cgroup's CPU limit in whole cores, rounded up (cgroup v2 `cpu.max`, v1
+    `cpu.cfs_quota_us` over `cpu.cfs_period_us`), None when there is none or it cannot be
+    read. A container's own cgroup is its root; otherwise /proc/self/cgroup names it. `root`:
+    where / is (the tests' fake trees)."""
+    candidates = []
+    try:
+        with open(f"{root}/proc/self/cgroup", encoding="utf-8") as own:
+            for line in own:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                path = path.rstrip("/")
+                if controllers == "":
+                    candidates.append(f"{root}/sys/fs/cgroup{path}/cpu.max")
+                elif "cpu" in controllers.split(","):
+                    candidates.append(f"{root}/sys/fs/cgroup/{controllers}{path}/cpu.cfs_quota_us")
+    except (OSError, ValueError):
+        pass
+    candidates += [f"{root}/sys/fs/cgroup/cpu.max", f"{root}/sys/fs/cgroup/cpu/cpu.cfs_quota_us"]
+    for path in candidates:
+        try:
+            with open(path, encoding="ascii") as limit:
+                fields = limit.read().split()
+            if path.endswith("cpu.max"):
+                quota, period = fields[0], fields[1]
+            else:
+                period_path = path.removesuffix("cpu.cfs_quota_us") + "cpu.cfs_period_us"
+                with open(period_path, encoding="ascii") as length:
+                    quota, period = fields[0], length.read().strip()
+        except (OSError, IndexError, ValueError):
+            continue
+        if quota in ("max", "-1"):
+            return None
+        try:
+            return max(1, math.ceil(int(quota) / int(period)))
+        except (ValueError, ZeroDivisionError):
+            return None
+    return None
 
 
 def requested(environ: Mapping[str, str] | None = None) -> int | None:
@@ -81,68 +129,160 @@ def jobs(files: int, asked: int | None = None, environ: Mapping[str, str] | None
 
 # prctl(2): deliver a signal to this process when the one that forked it dies
 _PR_SET_PDEATHSIG = 1
-
-
-def _die_with(parent: int) -> None:
-    """A worker's first step: it dies with the process that forked it. A parent killed alone
-    (a CI timeout signals one process, not its group) would otherwise leave its workers
-    waiting on the task queue forever, and holding the job's output pipes open."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # no prctl: the parent's own shutdown is the bound
-        pass
-    if os.getppid() != parent:  # it died before the signal was asked for
-        os._exit(1)
-
-
-def _run(chunk: Sequence[Any]) -> list[Any]:
-    """In a worker: the task over one chunk of items."""
-    assert _TASK is not None, "workers are forked after the task is set"
-    return [_TASK(item) for item in chunk]
+_NUMBER = struct.Struct("<I")  # a chunk's number on the task pipe (atomic: < PIPE_BUF)
+_SIZE = struct.Struct("<Q")  # the length of a worker's pickled answer
+# Chunk numbers are all written to the task pipe before any answer is read, so they must fit
+# its buffer (64 KiB on Linux): past 4,096 chunks they grow instead.
+_MAX_CHUNKS = 4096
 
 
 def ordered(
     task: Callable[[Item], Result], items: Sequence[Item], processes: int
 ) -> Iterator[Result]:
-    """`task` over `items`, in order: in this process when `processes` is 1, else in that many
-    forked workers. What `task` raises in a worker is raised here when its result is due; its
-    results must pickle."""
+    """`task` over `items`, in order: in this process when `processes` is 1, else in up to
+    that many forked workers (module docstring). The results of a worker must pickle; what
+    does not is judged here."""
     if processes <= 1:
         yield from map(task, items)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
-    global _TASK
-    chunks = [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
-    # A forked worker flushes the streams it inherited when it exits: anything still buffered
-    # here would be printed twice.
+    size = max(CHUNK, -(-len(items) // _MAX_CHUNKS))
+    chunks = [range(i, min(i + size, len(items))) for i in range(0, len(items), size)]
+    # A worker exits without flushing what it inherited, but the streams are flushed anyway:
+    # nothing buffered here can then be in two processes.
     sys.stdout.flush()
     sys.stderr.flush()
-    _TASK = task
-    done = 0
-    pool = None
+    workers = _fork_workers(task, items, chunks, processes)
     try:
-        pool = ProcessPoolExecutor(
-            processes,
-            mp_context=multiprocessing.get_context("fork"),
-            initializer=_die_with,
-            initargs=(os.getpid(),),
-        )
-        for chunk in pool.map(_run, chunks):  # forks the workers
-            for result in chunk:
-                done += 1
-                yield result
-    except (BrokenProcessPool, OSError, ImportError, NotImplementedError):
-        # A worker died, or none could start (no process-shared semaphores in a container
-        # without /dev/shm, fork refused): what is left is judged here, as without workers.
-        yield from map(task, items[done:])
+        following, answered = yield from _collect(workers)
+        for number in range(following, len(chunks)):  # past the first no worker answered
+            if number in answered:
+                yield from answered.pop(number)
+            else:
+                yield from map(task, (items[i] for i in chunks[number]))
     finally:
-        _TASK = None
-        if pool is not None:
-            # what is pending is dropped (the call stopped early); a chunk a worker is
-            # judging ends within the per-file time budget
-            pool.shutdown(cancel_futures=True)
+        for pid, answers in workers.items():
+            os.close(answers)
+            with contextlib.suppress(OSError):  # stopped early: the rest is not wanted
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _fork_workers(
+    task: Callable[[Item], Any],
+    items: Sequence[Item],
+    chunks: Sequence[range],
+    processes: int,
+) -> dict[int, int]:
+    """Fork up to `processes` workers, give them every chunk's number, and return each
+    one's pid and the pipe its answers come on (none when not even the task pipe could be
+    made, or no fork succeeded: then everything is judged here)."""
+    parent = os.getpid()
+    try:
+        numbers, give = os.pipe()
+    except OSError:
+        return {}
+    workers: dict[int, int] = {}
+    for _ in range(processes):
+        try:
+            answers, answer = os.pipe()
+        except OSError:  # out of descriptors: the others share the work
+            break
+        try:
+            pid = os.fork()
+        except OSError:  # out of processes
+            os.close(answers)
+            os.close(answer)
+            break
+        if pid == 0:
+            os.close(give)
+            os.close(answers)
+            for other in workers.values():
+                os.close(other)
+            _work(task, items, chunks, numbers, answer, parent)
+        os.close(answer)
+        workers[pid] = answers
+    os.close(numbers)
+    if workers:  # within the pipe's buffer: written at once, however slow the workers
+        todo = memoryview(b"".join(_NUMBER.pack(n) for n in range(len(chunks))))
+        while todo:
+            todo = todo[os.write(give, todo) :]
+    os.close(give)  # the workers stop at its end
+    return workers
+
+
+def _work(
+    task: Callable[[Item], Any],
+    items: Sequence[Item],
+    chunks: Sequence[range],
+    numbers: int,
+    answer: int,
+    parent: int,
+) -> NoReturn:
+    """A worker: take chunk numbers until there are none, answer each with its results. A
+    chunk whose task raised or whose results do not pickle ends the worker unanswered: the
+    parent judges it (and raises what the task raises, as itself)."""
+    try:
+        _die_with(parent)
+        with os.fdopen(answer, "wb") as out:
+            while raw := os.read(numbers, _NUMBER.size):
+                (number,) = _NUMBER.unpack(raw)  # a short read raises: the rest is judged here
+                results = [task(items[i]) for i in chunks[number]]
+                blob = pickle.dumps((number, results), pickle.HIGHEST_PROTOCOL)
+                out.write(_SIZE.pack(len(blob)) + blob)
+                out.flush()
+        code = 0
+    except BaseException:  # whatever it was, the parent judges the chunk
+        code = 1
+    os._exit(code)  # no atexit handlers, no flushing of the parent's buffers
+
+
+def _die_with(parent: int) -> None:
+    """A worker's first step: it dies with the process that forked it. A parent killed alone
+    (a CI timeout signals one process, not its group) would otherwise leave its workers
+    running, and holding the job's output pipes open."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # no prctl: the parent's own kill is the bound
+        pass
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os._exit(1)
+
+
+def _collect(workers: dict[int, int]) -> Generator[Any, None, tuple[int, dict[int, list[Any]]]]:
+    """Yield the workers' results in chunk order as they come, until every worker has ended;
+    return the number of the first chunk not yet yielded and the answers after it."""
+    import selectors
+
+    answered: dict[int, list[Any]] = {}
+    following = 0
+    buffers = {answers: bytearray() for answers in workers.values()}
+    with selectors.DefaultSelector() as selector:
+        for answers in buffers:
+            selector.register(answers, selectors.EVENT_READ)
+        while buffers:
+            while following in answered:
+                yield from answered.pop(following)
+                following += 1
+            for key, _ in selector.select():
+                answers = int(key.fd)
+                data = os.read(answers, 1 << 20)
+                if not data:  # that worker ended
+                    selector.unregister(answers)
+                    del buffers[answers]
+                    continue
+                buffer = buffers[answers]
+                buffer += data
+                while len(buffer) >= _SIZE.size:
+                    end = _SIZE.size + _SIZE.unpack_from(buffer)[0]
+                    if len(buffer) < end:
+                        break
+                    number, results = pickle.loads(buffer[_SIZE.size : end])
+                    del buffer[:end]
+                    answered[number] = results
+    while following in answered:
+        yield from answered.pop(following)
+        following += 1
+    return following, answered

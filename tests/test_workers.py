@@ -126,54 +126,107 @@ def test_a_worker_that_dies_loses_no_item() -> None:
 
 
 def test_without_workers_the_items_are_mapped_here(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A container without /dev/shm cannot make the pool's semaphores: no error, no loss."""
-    import concurrent.futures
+    """No fork allowed (a process limit): no error, no loss, every item judged here."""
 
-    def refused(*args: Any, **kwargs: Any) -> Any:
-        raise PermissionError(13, "Permission denied: /dev/shm")
+    def refused() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
 
-    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", refused)
+    monkeypatch.setattr(os, "fork", refused)
     assert list(workers.ordered(_pid, list(range(40)), 2)) == [os.getpid()] * 40
 
 
-def test_the_workers_die_with_the_process_that_forked_them() -> None:
-    """A CI timeout that kills the review process alone leaves no worker behind holding the
-    job's output open (before: they waited on the task queue forever)."""
-    import signal
-    import subprocess
-    import sys
-    import time
+def test_a_worker_that_cannot_be_forked_leaves_its_share_to_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first fork succeeds, the second is refused: one worker does the work, and the call
+    ends (before, a half-started pool was joined at exit, for ever)."""
+    real = os.fork
+    forks: list[int] = []
 
-    script = (
-        "import os, time\n"
-        "from dpguard import workers\n"
-        "def task(i):\n"
-        "    time.sleep(0.05)\n"
-        "    return os.getpid()\n"
-        "for pid in workers.ordered(task, list(range(2000)), 2):\n"
-        "    print(pid, flush=True)\n"
-    )
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    assert parent.stdout is not None
-    seen: set[int] = set()
-    while len(seen) < 2:
-        seen.add(int(parent.stdout.readline()))
-    parent.send_signal(signal.SIGKILL)
-    parent.wait()
-    deadline = time.monotonic() + 30
-    while any(_alive(pid) for pid in seen) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(_alive(pid) for pid in seen)
-    parent.stdout.close()
+    def once() -> int:
+        if forks:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        forks.append(1)
+        return real()
+
+    monkeypatch.setattr(os, "fork", once)
+    assert list(workers.ordered(_square, list(range(200)), 3)) == [i * i for i in range(200)]
 
 
-def _alive(pid: int) -> bool:
-    """Running or asleep, not gone and not a zombie nobody reaped yet."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+def _square(item: int) -> int:
+    return item * item
+
+
+def _unpicklable_at_17(item: int) -> Any:
+    import threading
+
+    return threading.Lock() if item == 17 else item
+
+
+def test_a_result_that_does_not_pickle_is_judged_here() -> None:
+    results = list(workers.ordered(_unpicklable_at_17, list(range(60)), 2))
+    assert [r for i, r in enumerate(results) if i != 17] == [i for i in range(60) if i != 17]
+    assert type(results[17]).__name__ == "lock"
+
+
+def _raises_schedule_error_at_30(item: int) -> int:
+    from dpguard.errors import ScheduleError
+
+    if item == 30:
+        raise ScheduleError(["P=3 does not divide 8 layers"])
+    return item
+
+
+def test_an_error_raised_in_a_worker_is_raised_here_as_itself() -> None:
+    """Not unpickled from the worker (ScheduleError's arguments are not its message: a
+    pickled copy read 'P; =; 3; ...'): the chunk is judged again here and raises."""
+    from dpguard.errors import ScheduleError
+
+    with pytest.raises(ScheduleError) as raised:
+        list(workers.ordered(_raises_schedule_error_at_30, list(range(60)), 2))
+    assert str(raised.value) == "P=3 does not divide 8 layers"
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/cpu.max": "200000 100000\n"}, 2),
+        ({"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/cpu.max": "150000 100000\n"}, 2),
+        ({"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/cpu.max": "max 100000\n"}, None),
+        (
+            {
+                "proc/self/cgroup": "0::/ci/job\n",
+                "sys/fs/cgroup/ci/job/cpu.max": "400000 100000\n",
+            },
+            4,
+        ),
+        (
+            {
+                "proc/self/cgroup": "4:cpu,cpuacct:/\n",
+                "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "300000\n",
+                "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+            },
+            3,
+        ),
+        (
+            {
+                "proc/self/cgroup": "4:cpu,cpuacct:/\n",
+                "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+                "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+            },
+            None,
+        ),
+        ({"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/cpu.max": "garbage\n"}, None),
+        ({}, None),
+    ],
+    ids=["v2-2", "v2-1.5", "v2-none", "v2-nested", "v1-3", "v1-none", "broken", "no-cgroup"],
+)
+def test_a_cpu_quota_bounds_the_cores(tmp_path: Path, files: dict[str, str], expected: Any) -> None:
+    """`docker --cpus 2` on a 64-core host is 2 cores, not 64 (the affinity mask says 64)."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="ascii")
+    assert workers._cpu_quota(str(tmp_path)) == expected
 
 
 def _stops(item: int) -> int:
