@@ -84,6 +84,39 @@ def test_any_number_of_processes_gives_the_same_report(
         assert _review(["--jobs", processes, *args], capsys) == one
 
 
+@pytest.fixture(scope="module")
+def changed(batch: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The batch as a git repository, then changed the way a pull request changes many files:
+    batches doubled, a file removed, one added, one renamed, one broken."""
+    from gitrepo import git
+
+    root = tmp_path_factory.mktemp("changed")
+    shutil.copytree(batch, root, dirs_exist_ok=True)
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "before")
+    for i, path in enumerate(sorted((root / "runs").glob("*.yaml"))):
+        text = path.read_text(encoding="utf-8")
+        if i % 2 == 0:
+            path.write_text(text.replace("global_batch_size: ", "global_batch_size: 4", 1), "utf-8")
+    (root / "runs" / "00-frontier-moe.yaml").unlink()
+    shutil.copy(EXAMPLES / "large-dense.yaml", root / "runs" / "added.yaml")
+    (root / "runs" / "02-mistakes.yaml").rename(root / "runs" / "moved.yaml")
+    (root / "runs" / "09-small-dense.yaml").write_text("kind: [\n", encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize("form", ["text", "json", "markdown", "github", "sarif", "junit"])
+def test_a_baseline_review_is_the_same_in_any_number_of_processes(
+    changed: Path, form: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(changed)
+    args = ["--baseline", "HEAD", "--format", form, "--date", "2026-12-01", "team-repo", "runs"]
+    one = _review(["--jobs", "1", *args], capsys)
+    assert one[0] in (1, 3) and "runs/added.yaml" in one[1]
+    assert _review(["--jobs", "2", *args], capsys) == one
+
+
 def test_the_time_budget_holds_in_a_worker(
     batch: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

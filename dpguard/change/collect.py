@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from dpguard import workers
 from dpguard.change.model import (
     Change,
     ChangeReport,
@@ -75,11 +76,13 @@ class Entry:
 
 @dataclass
 class Run:
-    """What one comparison needs besides the files; `used` collects waiver hits per config."""
+    """What one comparison needs besides the files; `used` collects waiver hits per config;
+    `jobs`: processes to compare the files in (dpguard.workers; None: the default)."""
 
     judge_for: Callable[[str], Judge]
     catalog: Catalog
     used: dict[str, set[int]]
+    jobs: int | None = None
 
 
 def _check(run: Run, disk: str, display: str, judge: Judge, renames: Mapping[str, str]) -> Any:
@@ -160,6 +163,25 @@ def compare(run: Run, entry: Entry, renames: Mapping[str, str]) -> Change:
         keys,
         after_result,
     )
+
+
+def _compared(
+    run: Run, displays: Mapping[str, str], in_worker: bool, entry: Entry
+) -> tuple[Change | None, str | None, dict[str, set[int]]]:
+    """`compare` for one entry, as a worker's task: the change (None when a version cannot
+    be read: then why), and the waivers its findings used. From a worker the new version's
+    result comes released (what the reports read of it: findings, config, decision), without
+    its policy stack."""
+    used: dict[str, set[int]] = {}
+    try:
+        change = compare(replace(run, used=used), entry, displays)
+    except InputError as exc:
+        return None, str(exc), used
+    if in_worker and change.result is not None:
+        from dpguard.reporters.model import released
+
+        change = replace(change, result=replace(released(change.result), judged_by=None))
+    return change, None, used
 
 
 def _same_manifest(
@@ -323,11 +345,20 @@ def against_revision(
             base_path = baseline.display(rel)
             entries.append(Entry(path, base_path, status, path, written[rel], same))
         changes = []
-        for entry in entries:
-            try:
-                changes.append(compare(run, entry, displays))
-            except InputError as exc:
-                unreadable.append((entry.path, str(exc)))
+        processes = workers.jobs(len(entries), run.jobs)
+        task = partial(_compared, run, displays, processes > 1)
+        for entry, (change, why, used) in zip(
+            entries, workers.ordered(task, entries, processes), strict=True
+        ):
+            for waivers, hits in used.items():
+                run.used.setdefault(waivers, set()).update(hits)
+            if change is None:
+                unreadable.append((entry.path, why or ""))
+            elif processes > 1 and change.result is not None:  # its policy stack stayed here
+                judged_by = run.judge_for(entry.path).policies
+                changes.append(replace(change, result=replace(change.result, judged_by=judged_by)))
+            else:
+                changes.append(change)
     policies = run.judge_for(files[0]).policies if files else None
     return ChangeReport(
         tuple(changes),

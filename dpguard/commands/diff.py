@@ -57,7 +57,7 @@ def _run(args: argparse.Namespace, paths: list[str], compare: Compare) -> int:
     today = getattr(args, "date", None) or dt.date.today()
     judge_of, here = judges(paths, args.policy, args.config, args.fail_on, today)
     fallback = here or next(iter(judge_of.values()))
-    run = Run(lambda p: judge_of.get(p, fallback), load_catalog(), {})
+    run = Run(lambda p: judge_of.get(p, fallback), load_catalog(), {}, getattr(args, "jobs", None))
     report = compare(run)
     # as a plain review: only the waivers whose every file was compared, unless asked for all
     checked = None if getattr(args, "report_unused_waivers", False) else paths

@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="processes to judge the files in (default: DPGUARD_JOBS, else one per usable "
         "core, one per 16 files at most, and one under pre-commit, which already runs one "
-        "dpguard per core); the report is the same at any N (--baseline: one process)",
+        "dpguard per core); the report is the same at any N",
     )
     parser.add_argument(
         "--baseline",
