@@ -1,7 +1,9 @@
 """A batch judged in several processes reports what one process reports, byte for byte, in
-every format (dpguard.workers, pipeline.review): findings, decision lines, waivers used and
-unused, a bug's D001 finding, exit codes. A worker that dies loses no file; an error that
-stops the call stops it from a worker too."""
+every format, with or without --baseline (dpguard.workers, pipeline.review,
+change.collect.against_revision): findings, decision lines, waivers used and unused, a bug's
+D001 finding, exit codes. Whatever a worker does not return is judged in the parent: a worker
+that dies or cannot be forked loses no file, and an error raised in a worker is raised in the
+parent as itself."""
 
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ EXAMPLES = REPO / "examples"
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A training-config repository of 60 files: the team example (its policies, waivers and
-    framework configs) and, beside it, copies of every example manifest with a changed batch
-    or cluster, the manifest full of mistakes, a file that is not YAML and one that breaks."""
+    framework configs) and, beside it, copies of every example manifest (the one full of
+    mistakes too), a third of them at another batch, a file that is not YAML and one whose
+    check raises (`boom.yaml`, where a test makes it)."""
     root = tmp_path_factory.mktemp("batch")
     shutil.copytree(EXAMPLES / "team-repo", root / "team-repo")
     plain = root / "runs"
