@@ -42,7 +42,7 @@ class Judge:
         for waivers in self.waivers:
             findings, hits = waivers.apply(findings, judged)
             if used is not None:
-                used.setdefault(waivers.path, set()).update(hits)
+                merge_used(used, {waivers.path: hits})
         return findings
 
 
@@ -140,6 +140,12 @@ def _only_adds(policies: Policies, layer: Layer, authority: str) -> None:
                 "(governs: subtree): a nested config may add rules, not override or disable "
                 "them or change the settings that judge them"
             )
+
+
+def merge_used(into: dict[str, set[int]], more: Mapping[str, set[int]]) -> None:
+    """The waiver hits `more` recorded (a file judged apart, in a worker) added to `into`."""
+    for waivers, hits in more.items():
+        into.setdefault(waivers, set()).update(hits)
 
 
 def unused_waiver_warnings(

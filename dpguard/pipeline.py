@@ -16,7 +16,7 @@ from dpguard.catalog import load_catalog
 from dpguard.check import FileResult, check_file
 from dpguard.errors import InputError
 from dpguard.isolation import STOPS, crashed, isolated, told
-from dpguard.judges import judges, unused_waiver_warnings
+from dpguard.judges import judges, merge_used, unused_waiver_warnings
 from dpguard.reporters import Part
 from dpguard.reporters.model import Report, released
 from dpguard.sourcing import through_manifests
@@ -113,8 +113,7 @@ def review(
         if one.unreadable is not None:
             unreadable.append((one.path, one.unreadable))
             continue
-        for waivers, hits in one.used.items():
-            used.setdefault(waivers, set()).update(hits)
+        merge_used(used, one.used)
         internal += one.bugs
         assert one.result is not None
         if processes > 1:

@@ -37,6 +37,8 @@ from dpguard.check import FileResult, check_file
 from dpguard.errors import InputError
 from dpguard.gitrev import Baseline
 from dpguard.isolation import INTERNAL, TIMED_OUT, isolated
+from dpguard.judges import merge_used
+from dpguard.reporters.model import released
 
 if TYPE_CHECKING:
     from dpguard.catalog import Catalog
@@ -178,8 +180,6 @@ def _compared(
     except InputError as exc:
         return None, str(exc), used
     if in_worker and change.result is not None:
-        from dpguard.reporters.model import released
-
         change = replace(change, result=replace(released(change.result), judged_by=None))
     return change, None, used
 
@@ -350,8 +350,7 @@ def against_revision(
         for entry, (change, why, used) in zip(
             entries, workers.ordered(task, entries, processes), strict=True
         ):
-            for waivers, hits in used.items():
-                run.used.setdefault(waivers, set()).update(hits)
+            merge_used(run.used, used)
             if change is None:
                 unreadable.append((entry.path, why or ""))
             elif processes > 1 and change.result is not None:  # its policy stack stayed here

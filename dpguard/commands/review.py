@@ -85,11 +85,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _jobs(text: str) -> int:
-    from dpguard.workers import MAX_JOBS
+    from dpguard.workers import MAX_JOBS, parse_jobs
 
-    if text.isdigit() and 1 <= int(text) <= MAX_JOBS:
-        return int(text)
-    raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes from 1 to {MAX_JOBS}")
+    count = parse_jobs(text)
+    if count is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of processes from 1 to {MAX_JOBS}"
+        )
+    return count
 
 
 def _date(text: str) -> object:
