@@ -40,6 +40,10 @@ KNOWN_MISSES = {
     "bytes) but not its per-fetch host work",
     "narayanan-t2-529p6b-zero3-2240": "as above, 2,240-way sharding",
     "narayanan-t2-529p6b-zero3-640": "as above, 640-way sharding with 4 sequences per micro-batch",
+    "torchtitan-405b-1f1b": "measured on 96 GB HBM2e H100s at a 500 W power limit, priced as the "
+    "catalog's H100 SXM: the same benchmark's 8B FSDP rows read 46-50 % below that part's "
+    "prediction, these 36-44 %; kept for the sweep's ranking (docs/performance.md)",
+    "torchtitan-405b-interleaved-1f1b": "as above, the interleaved row of the same pair",
 }
 
 # Sweeps whose measured-fastest configuration the model does not rank within 5 % of its fastest.

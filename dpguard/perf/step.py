@@ -404,8 +404,21 @@ def _data_parallel(c: _Context, slow: _Costs) -> tuple[float, float]:
         share = (ranks - 1) / ranks
         if zero == 3:
             calls = layers * m.runtime.sharded_gathers_per_layer
-            gather = passes * (calls * latency + share * count * weight / bw)
+            gather = calls * latency + share * count * weight / bw
             scatter = calls * latency + share * count * grad / bw
+            if lay.pipeline > 1:
+                # Under a pipeline the parameters stay gathered and the gradients unsharded
+                # from a step's first forward to its last backward, which then reduce-
+                # scatters once (torch.distributed.pipelining stage.py
+                # backward_maybe_with_nosync: set_reshard_after_backward(False),
+                # set_requires_gradient_sync(False), post_backward after the last backward;
+                # torchtitan apply_fsdp: reshard_after_forward=False with PP), as the memory
+                # model holds them (memory.estimate._sharded_states): one gather, prefetched
+                # layer by layer in the first forward, and one scatter after the last
+                # backward, with no compute left to hide it.
+                exposed += _exposed(gather, slow.forward, gathers, res) + scatter
+                continue
+            gather *= passes
             syncs = 1 if m.runtime.fsdp_gradient_sync == "deferred" else runs
             exposed += runs * _exposed(gather, slow.forward + backward, gathers, res)
             exposed += syncs * _exposed(scatter, backward, reduces, res)
