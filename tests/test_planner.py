@@ -434,6 +434,40 @@ def test_an_invalid_manifest_has_nothing_to_plan(capsys):
     assert err.endswith(f"{EXAMPLES / 'mistakes.yaml'}: the manifest is invalid; nothing to plan\n")
 
 
+SMALL_MOE = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata: {name: small-moe}
+cluster:
+  gpus: 64
+  gpus_per_node: 8
+  accelerator: H100-SXM
+  interconnect: {inter_node_gbps_per_gpu: %d}
+model: {architecture: moe, layers: 30, hidden_size: 4096, attention_heads: 32, kv_heads: 4,
+  ffn_hidden_size: 16384, ffn_activation: gelu, seq_len: 4096, vocab_size: 32000, experts: 64,
+  experts_per_token: 2, moe_ffn_hidden_size: 512, active_params: 1646264320,
+  total_params: 9447669760}
+training: {tokens: 300B, global_batch_size: 256, activation_recompute: none}
+"""
+
+
+def test_the_expert_parallel_size_is_searched_by_step_time(tmp_path, policies):
+    """Without a parallelism section the planner tries the largest EP (64: every GPU) and the
+    largest whose group stays inside a node (8). On a 100 Gb/s network the all-to-all across 8
+    nodes dominates the step: the model prices EP 64 at about 3x EP 8, and the plan is EP 8.
+    The plan's own patch, applied and reviewed, draws no ADV003 (it used to: a proposal at
+    EP 16 planned faster than the plan). On a 3.2 Tb/s network the gap is within the policy's
+    tolerance and the larger size stays."""
+    slow = plan_of(write(tmp_path, SMALL_MOE % 100, "slow.yaml"), policies)
+    assert slow.expert == 8 and slow.strategy is not None
+    wide = replace(slow.strategy, expert=64)
+    wide_time = perf.predicted(slow.manifest, wide, slow.micro_batch_size)
+    assert slow.performance is not None and wide_time is not None
+    assert wide_time.step_time_s > 2 * slow.performance.step_time_s
+    fast = plan_of(write(tmp_path, SMALL_MOE % 3200, "fast.yaml"), policies)
+    assert fast.expert == 64
+
+
 def test_an_unwritten_expert_size_in_a_parallelism_section_is_kept_at_1(tmp_path, policies):
     """A parallelism section without `expert` means expert = 1, which the policies judged (DT001
     does not fire, DT002 picks DualPipeV): the planner keeps EP = 1 instead of choosing 64 and

@@ -120,8 +120,9 @@ def test_the_documented_fidelity_table_is_current(tmp_path: Path) -> None:
 # keep the expert-parallel size they ran. Those that do not: AutoModel's DeepSeek-V3 on 256 GPUs
 # (EP 64 at PP 4; planned EP 32 at PP 8), Megatron-Bridge's on 256 (EP 32 at PP 8; planned EP 64
 # at PP 2) and Qwen3-30B-A3B on 16 (EP 16 without a pipeline; planned EP 8 at PP 2). The
-# planner takes the largest EP its depth allows, as every one of these runs did; a searched EP
-# must not lower this count.
+# planner tries the largest EP its depth allows, as every one of these runs used, and the largest
+# inside the scale-up domain; the step-time model keeps the largest in all 13 (on their 400 Gb/s
+# or faster networks). A change to that choice must not lower this count.
 EXPERT_MATCHES = 10
 MEMORY_DATA = Path(__file__).parent / "data" / "calibration"
 

@@ -273,22 +273,29 @@ def _fit(
     return None
 
 
-def _expert_size(
+def _expert_sizes(
     manifest: Manifest, tensor: int, pipeline: int, settings: Mapping[str, Any]
-) -> int:
-    """The proposal's EP, else the largest size up to the policy cap that divides the experts
-    and T x C x DP (EP borrows data-parallel ranks: torchtitan dp_shard*cp*tp == efsdp*ep).
+) -> tuple[int, ...]:
+    """The expert-parallel sizes to try: the proposal's EP, else the largest size up to the
+    policy cap that divides the experts and T x C x DP (EP borrows data-parallel ranks:
+    torchtitan dp_shard*cp*tp == efsdp*ep), and the largest that also keeps each EP group's
+    all-to-all inside the scale-up domain (EP x TP GPUs, Megatron's rank order with TP
+    innermost; the Megatron MoE guide keeps EP x TP within NVLink). The step-time model chooses
+    between them: across nodes the dispatch and combine run at the NIC's bandwidth, 3x a step
+    on a 100 Gb/s network (tests/test_planner.py), unless the schedule or kernel hides it.
 
     A parallelism section that leaves `expert` out means expert = 1, and that is what the
     policies judged (DT001 does not fire): the planner keeps it rather than contradict them."""
     p = manifest.parallelism
     if p is not None:
-        return p.expert
+        return (p.expert,)
     if not manifest.model.is_moe or not manifest.model.experts:
-        return 1
+        return (1,)
     borrowable = manifest.cluster.gpus // pipeline
     cap = settings["planner"]["expert_parallel_max"]
-    return max(d for d in _divisors(manifest.model.experts) if d <= cap and borrowable % d == 0)
+    sizes = [d for d in _divisors(manifest.model.experts) if d <= cap and borrowable % d == 0]
+    inside = [d for d in sizes if d * tensor <= manifest.tensor_domain]
+    return tuple(dict.fromkeys((sizes[-1], *inside[-1:])))
 
 
 def _stages_per_rank(schedule: str, virtual: int) -> int:
@@ -391,20 +398,22 @@ def _fitting_pipelines(
                     break
                 if not is_even:
                     continue  # past the window only an even split, preferred, still counts
-            ep = _expert_size(manifest, tensor, pipe, settings)
-            if (manifest.cluster.gpus // pipe) % ep:
-                # Expert parallelism borrows T x C x DP = gpus / P ranks (X009): a proposal's
-                # EP that does not divide them cannot be laid out at this depth.
-                ranks = manifest.cluster.gpus // pipe
-                why.append(f"P = {pipe}: expert parallel size {ep} does not divide {ranks} ranks")
-                continue
-            base = sizing.Strategy(schedule, tensor, pipe, ep, context, v, 1, *split)
-            found = _fit(manifest, base, settings, why, attempt)
-            if found is not None:
-                if first_only:
-                    return [found]
-                first = first or pipe
-                (even if is_even else uneven).append(found)
+            for ep in _expert_sizes(manifest, tensor, pipe, settings):
+                if (manifest.cluster.gpus // pipe) % ep:
+                    # Expert parallelism borrows T x C x DP = gpus / P ranks (X009): a
+                    # proposal's EP that does not divide them cannot be laid out at this depth.
+                    ranks = manifest.cluster.gpus // pipe
+                    why.append(
+                        f"P = {pipe}: expert parallel size {ep} does not divide {ranks} ranks"
+                    )
+                    continue
+                base = sizing.Strategy(schedule, tensor, pipe, ep, context, v, 1, *split)
+                found = _fit(manifest, base, settings, why, attempt)
+                if found is not None:
+                    if first_only:
+                        return [found]
+                    first = first or pipe
+                    (even if is_even else uneven).append(found)
     if prefer_even:
         return even or uneven
     return even + uneven
@@ -419,7 +428,8 @@ def _fastest(
     trades tensor against pipeline size), the practitioners' rule (Narayanan et al. 2021, arXiv
     2104.04473 §3.3, takeaway 1: tensor parallelism up to the scale-up domain, then as shallow
     a pipeline as fits): the shallower pipeline, then the smaller tensor size, then the fewer
-    chunks per rank. A custom accelerator without the bandwidths the model needs has no
+    chunks per rank, then the larger expert-parallel size (the rule before EP was searched: the
+    fewest experts per GPU). A custom accelerator without the bandwidths the model needs has no
     prediction for any layout: its layouts are ranked by their closed-form bubble instead."""
     predictions = [perf.predicted(manifest, c.strategy, c.micro_batch_size) for c in fitting]
     times = [
@@ -431,7 +441,12 @@ def _fastest(
     close = [c for c, s in zip(fitting, times, strict=True) if s <= best * (1 + tolerance)]
     return min(
         close,
-        key=lambda c: (c.strategy.pipeline, c.strategy.tensor, c.strategy.virtual_stages),
+        key=lambda c: (
+            c.strategy.pipeline,
+            c.strategy.tensor,
+            c.strategy.virtual_stages,
+            -c.strategy.expert,
+        ),
     )
 
 
@@ -604,12 +619,13 @@ def _unpipelined(
                 continue
             if sharded and widest is not None and manifest.cluster.gpus // (t * c) > widest:
                 continue
-            base = sizing.Strategy("none", t, 1, _expert_size(manifest, t, 1, settings), c, 1, 1)
-            found = _fit(manifest, base, settings, why, attempt, competing)
-            if found is not None:
-                out.append(found)
-                if not competing:
-                    return out
+            for ep in _expert_sizes(manifest, t, 1, settings):
+                base = sizing.Strategy("none", t, 1, ep, c, 1, 1)
+                found = _fit(manifest, base, settings, why, attempt, competing)
+                if found is not None:
+                    out.append(found)
+                    if not competing:
+                        return out
     return out
 
 
