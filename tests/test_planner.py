@@ -468,6 +468,22 @@ def test_the_expert_parallel_size_is_searched_by_step_time(tmp_path, policies):
     assert fast.expert == 64
 
 
+def test_no_alternative_is_a_layout_the_policies_refuse(tmp_path, policies, capsys):
+    """The small MoE names no all-to-all kernel, so RF002 refuses DualPipe (the plan's schedule
+    table says so). The step-time model prices DualPipe fastest, but the page's alternatives and
+    its "the model expects ... fewer GPU-hours" sentence may not point the team at it: every
+    alternative is a layout the policies would accept as a proposal."""
+    path = write(tmp_path, SMALL_MOE % 100)
+    code, out, _ = run(capsys, str(path), "--format", "json")
+    plan = json.loads(out)
+    assert code == 0
+    assert {c["schedule"]: c["policy_rejects"] for c in plan["candidates"]}["dualpipe"] == ["RF002"]
+    schedules = [a["layout"]["schedule"] for a in plan["alternatives"]]
+    assert "dualpipe" not in schedules and "dualpipev" in schedules
+    code, page, _ = run(capsys, str(path))
+    assert "expects dualpipe " not in page and "expects dualpipev " in page
+
+
 def test_an_unwritten_expert_size_in_a_parallelism_section_is_kept_at_1(tmp_path, policies):
     """A parallelism section without `expert` means expert = 1, which the policies judged (DT001
     does not fire, DT002 picks DualPipeV): the planner keeps EP = 1 instead of choosing 64 and

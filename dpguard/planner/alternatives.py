@@ -14,37 +14,44 @@ from dataclasses import replace
 
 from dpguard import perf
 from dpguard.frameworks import profiles
-from dpguard.planner.plan import Plan
-from dpguard.planner.search import search
+from dpguard.manifest import Manifest
+from dpguard.planner.plan import Plan, blocked_by
+from dpguard.planner.search import SearchResult, search
 from dpguard.policy.facts import SCHEDULES
 
 
 def with_alternatives(plan: Plan) -> Plan:
-    """`plan` with `alternatives` filled, fastest first (at most one per schedule)."""
+    """`plan` with `alternatives` filled, fastest first (at most one per schedule). A layout the
+    policies would reject or refuse as a proposal (RF002 refuses DualPipe without a custom
+    all-to-all kernel) is no alternative: the page must not point the team at it."""
     if plan.status != "planned" or plan.performance is None or plan.strategy is None:
         return plan
     m, settings = plan.manifest, plan.settings
     runs = profiles.profile(m.runtime.profile).schedules if m.runtime.stated else SCHEDULES
     found: list[perf.Prediction] = []
+
+    def add(manifest: Manifest, result: SearchResult) -> None:
+        c = result.candidate
+        if c is None or (
+            plan.policies is not None
+            and blocked_by(plan.policies, manifest, c.strategy, c.micro_batch_size)
+        ):
+            return
+        p = perf.predicted(manifest, c.strategy, c.micro_batch_size)
+        if p is not None:
+            found.append(p)
+
     for schedule in runs:
         if schedule == plan.schedule or schedule == "gpipe":
             continue  # GPipe is 1F1B's bubble at more memory: never the faster choice
         result = search(m, (schedule,), settings, True)
-        c = result.candidate
-        if c is not None and c.strategy.schedule == schedule:
-            p = perf.predicted(m, c.strategy, c.micro_batch_size)
-            if p is not None:
-                found.append(p)
+        if result.candidate is not None and result.candidate.strategy.schedule == schedule:
+            add(m, result)
     if plan.schedule != "none" and m.training.zero_stage < 3:
         # ZeRO-3 / FSDP shards the model states over the data-parallel ranks: a model that does
         # not fit one GPU as written may fit without any pipeline
         sharded = replace(m, training=replace(m.training, zero_stage=3))
-        result = search(sharded, (), settings, False)
-        c = result.candidate
-        if c is not None:
-            p = perf.predicted(sharded, c.strategy, c.micro_batch_size)
-            if p is not None:
-                found.append(p)
+        add(sharded, search(sharded, (), settings, False))
     found.sort(key=lambda p: p.step_time_s)
     return replace(plan, alternatives=tuple(found))
 

@@ -566,7 +566,15 @@ def _schedule_verdicts(plan: Plan, policies: Policies) -> dict[str, tuple[str, .
         if c.bubble is None or plan.strategy is None:
             continue
         s = replace(plan.strategy, schedule=c.schedule, virtual_stages=c.virtual_stages)
-        # only the ids are kept: no remedies priced for messages nobody reads
-        findings, _ = _judge(policies, plan.manifest, s, plan.micro_batch_size, c.schedule, False)
-        out[c.schedule] = tuple(dict.fromkeys(f.code for f in findings))
+        out[c.schedule] = blocked_by(policies, plan.manifest, s, plan.micro_batch_size)
     return out
+
+
+def blocked_by(
+    policies: Policies, manifest: Manifest, s: sizing.Strategy, mbs: int
+) -> tuple[str, ...]:
+    """The ids of the rejects and refusals that would judge `s` (its schedule, at its P, M, T
+    and EP) as a proposal; empty when the policies allow it. Only the ids: no remedies priced
+    for messages nobody reads."""
+    findings, _ = _judge(policies, manifest, s, mbs, s.schedule, False)
+    return tuple(dict.fromkeys(f.code for f in findings))
