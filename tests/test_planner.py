@@ -468,6 +468,38 @@ def test_the_expert_parallel_size_is_searched_by_step_time(tmp_path, policies):
     assert fast.expert == 64
 
 
+DEEP_DENSE = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata: {name: deep-dense}
+cluster: {accelerator: MI300X, gpus: 64, gpus_per_node: 8,
+  interconnect: {inter_node_gbps_per_gpu: 400}}
+model: {architecture: dense, attention_heads: 96, ffn_activation: swiglu, ffn_hidden_size: 32768,
+  hidden_size: 12288, kv_heads: 8, layers: 126, seq_len: 8192, total_params: 194210955264,
+  vocab_size: 32000}
+parallelism: {tensor: 2, pipeline: 1}
+training: {activation_recompute: none, global_batch_size: 1024, tokens: 300B%s}
+"""
+
+
+def test_the_step_time_model_has_the_last_word_on_the_micro_batch_size(tmp_path, policies):
+    """A 194B model on 64 MI300X proposed at TP 2 without a pipeline: the plan keeps TP 2 and
+    runs 1F1B at P = 8, DP = 4, 256 sequences per replica. The
+    M/P target (8..16) picks micro-batch 4 (M/P = 8); the step-time model prices micro-batch 1
+    (M = 256, a quarter of the bubble) more than the policy's 5 % tolerance faster, so the plan
+    runs 1 and its page says why. A micro-batch size the manifest writes stays."""
+    plan = plan_of(write(tmp_path, DEEP_DENSE % ""), policies)
+    assert (plan.schedule, plan.pipeline, plan.data_parallel) == ("1f1b", 8, 4)
+    assert (plan.micro_batch_size, plan.microbatches) == (1, 256)
+    assert plan.micro_batch_target is not None and plan.performance is not None
+    size, seconds = plan.micro_batch_target
+    assert size == 4 and seconds > 1.05 * plan.performance.step_time_s
+    page = render_markdown(plan, policies)
+    assert "micro-batch size chosen by the step-time model: at 4, the size the M/P" in page
+    written = plan_of(write(tmp_path, DEEP_DENSE % ", micro_batch_size: 4", "w.yaml"), policies)
+    assert (written.micro_batch_size, written.micro_batch_target) == (4, None)
+
+
 def test_no_alternative_is_a_layout_the_policies_refuse(tmp_path, policies, capsys):
     """The small MoE names no all-to-all kernel, so RF002 refuses DualPipe (the plan's schedule
     table says so). The step-time model prices DualPipe fastest, but the page's alternatives and

@@ -274,7 +274,16 @@ def root(context, missing=missing):
             yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'kernel'), 'requires')))
         yield ' |\n| Micro-batches | M/P = '
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'm_over_p')))
-        if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mbs_chosen'):
+        if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mbs_by_model'):
+            pass
+            yield '; micro-batch size chosen by the step-time model: at '
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mbs_by_model'), 'size')))
+            yield ', the size the M/P target '
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mp_range')))
+            yield ' picks, the step is priced '
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mbs_by_model'), 'slower')))
+            yield ' slower'
+        elif environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'mbs_chosen'):
             pass
             yield '; micro-batch size chosen for M/P '
             if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'm_over_p_in_range'):
@@ -452,4 +461,4 @@ def root(context, missing=missing):
     yield '\n'
 
 blocks = {}
-debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=73&17=80&18=89&19=94&20=114&21=118&22=121&24=129&26=132&27=137&33=143&34=149&35=161&39=167&40=170&41=172&43=179&44=188&46=208&47=211&49=220&50=254&51=257&53=266&54=276&56=302&60=306&61=311&63=332&65=336&69=354&70=357&72=360&73=365&75=369&76=372&78=393&79=398&81=404&82=409&84=415&85=420&87=426&88=433&92=436&93=441&95=444&97=446'
+debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=73&17=80&18=89&19=94&20=114&21=118&22=121&24=129&26=132&27=137&33=143&34=149&35=161&39=167&40=170&41=172&43=179&44=188&46=208&47=211&49=220&50=254&51=257&53=266&54=276&56=311&60=315&61=320&63=341&65=345&69=363&70=366&72=369&73=374&75=378&76=381&78=402&79=407&81=413&82=418&84=424&85=429&87=435&88=442&92=445&93=450&95=453&97=455'

@@ -91,6 +91,9 @@ class Plan:
     # (ZeRO-3 over the data-parallel ranks) or "parallel" (tensor, context or expert
     # parallelism alone), the fastest step; "" with a pipeline or refused
     unpipelined: str = ""
+    # the M/P target's micro-batch size and its step time, when the step-time model chose a
+    # smaller size (planner.search._smaller_if_faster)
+    micro_batch_target: tuple[int, float] | None = None
     settings: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     policies: Policies | None = field(default=None, repr=False, compare=False)
     # The schedules simulated at the plan's P and M (`with_numbers`): the decision line reads
@@ -494,6 +497,7 @@ def make_plan(
         training_settings=result.training,
         strategy=s,
         unpipelined=unpipelined,
+        micro_batch_target=c.target_size,
         performance=performance,
         simpler=_simpler(manifest, schedule, settings, schedules),
     )

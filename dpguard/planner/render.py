@@ -193,6 +193,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "microbatches": plan.microbatches,
         "micro_batch_size": plan.micro_batch_size,
         "mbs_chosen": ("training", "micro_batch_size") not in m.source.keys,
+        "mbs_by_model": _by_model(plan),
         "mp_range": "{min:g}..{max:g}".format(**target),
         "m_over_p": f"{plan.microbatches / plan.pipeline:.2f}" if plan.pipeline else "n/a",
         "m_over_p_in_range": bool(plan.pipeline)
@@ -238,6 +239,16 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "policies": policy_line(policies).removeprefix("policies: "),
         **_rollback(plan, settings),
     }
+
+
+def _by_model(plan: Plan) -> dict[str, str] | None:
+    """The M/P target's micro-batch size and how much slower the step-time model prices it,
+    when the model chose a smaller size (None: the target's choice stands)."""
+    target, perf = plan.micro_batch_target, plan.performance
+    if target is None or perf is None:
+        return None
+    size, seconds = target
+    return {"size": f"{size:,}", "slower": f"{seconds / perf.step_time_s - 1:.1%}"}
 
 
 def _memory(plan: Plan) -> dict[str, Any]:

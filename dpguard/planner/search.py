@@ -45,6 +45,9 @@ class Candidate:
     micro_batch_size: int
     manifest: Manifest = field(repr=False, compare=False)  # sized as this manifest
     settings: Mapping[str, Any] = field(repr=False, compare=False)
+    # the M/P target's micro-batch size and its step time, when the step-time model chose a
+    # smaller one (`_smaller_if_faster`)
+    target_size: tuple[int, float] | None = field(default=None, compare=False)
 
     @cached_property
     def memory(self) -> MemoryEstimate:
@@ -439,7 +442,7 @@ def _fastest(
     best = min(times)
     tolerance = float(settings["planner"].get("step_time_tolerance", 0.0))
     close = [c for c, s in zip(fitting, times, strict=True) if s <= best * (1 + tolerance)]
-    return min(
+    chosen = min(
         close,
         key=lambda c: (
             c.strategy.pipeline,
@@ -448,6 +451,39 @@ def _fastest(
             -c.strategy.expert,
         ),
     )
+    return _smaller_if_faster(manifest, chosen, settings)
+
+
+def _smaller_if_faster(
+    manifest: Manifest, chosen: Candidate, settings: Mapping[str, Any]
+) -> Candidate:
+    """`chosen` at a smaller micro-batch size (a larger M) when the step-time model expects one
+    more than `step_time_tolerance` faster: the M/P target picks the size, and the model, which
+    prices the bubble against the GEMMs' efficiency and each micro-batch's communication, has
+    the last word. A smaller size fits wherever this one does (the worst rank's memory grows
+    with the micro-batch size: `_fit`). A size the manifest writes stays."""
+    if ("training", "micro_batch_size") in manifest.source.keys:
+        return chosen
+    s, mbs = chosen.strategy, chosen.micro_batch_size
+    now = perf.predicted(manifest, s, mbs)
+    if now is None or mbs == 1:
+        return chosen
+    tolerance = float(settings["planner"].get("step_time_tolerance", 0.0))
+    fastest, best = now.step_time_s * (1 - tolerance), chosen
+    per_replica = manifest.training.global_batch_size // sizing.data_parallel(manifest, s)
+    for smaller in _divisors(per_replica):
+        if smaller >= mbs:
+            break
+        micro = per_replica // smaller
+        if _violation(s.schedule, s.pipeline, micro, s.virtual_stages):
+            continue
+        other = replace(s, microbatches=micro)
+        timed = perf.predicted(manifest, other, smaller)
+        if timed is not None and timed.step_time_s < fastest:
+            target = (mbs, now.step_time_s)
+            best = Candidate(other, smaller, manifest, settings, target)
+            fastest = timed.step_time_s
+    return best
 
 
 def _search_layout(
