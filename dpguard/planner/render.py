@@ -273,7 +273,13 @@ def _assumptions(plan: Plan, settings: Mapping[str, Any]) -> list[str]:
         f"compute: 6 x {thousands(m.model.active_params)} active parameters x "
         f"{format_quantity(m.training.tokens)} tokens at {m.cluster.peak_tflops_bf16:g} TFLOP/s "
         f"dense BF16 peak x {plan.efficiency:.0%} "
-        f"non-bubble efficiency = {thousands(plan.ideal_gpu_hours)} GPU-hours with no bubble",
+        f"non-bubble efficiency = {thousands(plan.ideal_gpu_hours)} GPU-hours with no bubble"
+        + (
+            " (the bubble simulations' op times; step time, GPU-hours and MFU come from the "
+            "step-time model)"
+            if plan.performance is not None and plan.op_times
+            else ""
+        ),
     ]
     if plan.op_times:
         ratios = settings["op_time_ratios"]
