@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
@@ -434,17 +434,20 @@ def stage_memory(
     settings: Mapping[str, Any],
     training: memory.TrainingSetup | None = None,
     span: bool = False,
+    every_rank: bool = True,
 ) -> memory.MemoryEstimate | None:
     """Memory of every pipeline rank under `s` (None when the schedule rejects the strategy).
     With `span` (a verdict, not the planner's search), a manifest that names no framework gets
     the band of every framework profile: each rank's low bound is the lowest of any profile's,
-    its high bound the highest, the central estimate the default profile's. Remembered within
-    the call (dpguard.memo): the verdict, its remedies and the search size the same layouts."""
+    its high bound the highest, the central estimate the default profile's; without
+    `every_rank` only the worst rank's band spans them (what a verdict reads), the others keep
+    the default profile's. Remembered within the call (dpguard.memo): the verdict, its remedies
+    and the search size the same layouts."""
     return _SIZED.get(
         settings,
         # a band spans the profiles in effect, a team's too (frameworks.profiles.using)
-        (manifest.content, s, training, span, profiles.team() if span else ()),
-        lambda: estimate_stages(manifest, s, settings, training, span),
+        (manifest.content, s, training, span, every_rank, profiles.team() if span else ()),
+        lambda: estimate_stages(manifest, s, settings, training, span, every_rank),
     )
 
 
@@ -476,6 +479,7 @@ def estimate_stages(
     settings: Mapping[str, Any],
     training: memory.TrainingSetup | None = None,
     span: bool = False,
+    every_rank: bool = True,
 ) -> memory.MemoryEstimate | None:
     """`stage_memory`, not remembered: for the layout search, which remembers its own (and
     is itself remembered whole)."""
@@ -496,19 +500,25 @@ def estimate_stages(
     if not span or (stated and not variants):
         line = _runtime_line(manifest)
         return central._replace(assumptions=(*central.assumptions, line), runtime=line)
-    others = []
-    for name, runtime in variants:
-        other = memory.estimate(arch, degrees, training_setup(manifest, runtime), layout, band)
-        others.append((name, other))
-    ranks = tuple(
-        rank._replace(
-            low=min([rank.low, *(o.ranks[i].low for _, o in others)]),
-            high=max([rank.high, *(o.ranks[i].high for _, o in others)]),
-        )
-        for i, rank in enumerate(central.ranks)
-    )
     worst = central.worst.rank
-    alternatives = ", ".join(f"{name} {o.ranks[worst].total / GIB:.1f}" for name, o in others)
+    setups = [(name, training_setup(manifest, runtime)) for name, runtime in variants]
+    # each profile's ranks, by index: every one, or the worst alone (a deep pipeline's 64
+    # ranks times every profile were most of a review's verdict)
+    others: list[tuple[str, Mapping[int, memory.RankMemory] | Sequence[memory.RankMemory]]]
+    if every_rank:
+        others = [(n, memory.estimate(arch, degrees, t, layout, band).ranks) for n, t in setups]
+    else:
+        others = [
+            (n, {worst: memory.rank_estimate(arch, degrees, t, layout, worst, band)})
+            for n, t in setups
+        ]
+    ranks = list(central.ranks)
+    for i in range(len(ranks)) if every_rank else (worst,):
+        ranks[i] = ranks[i]._replace(
+            low=min([ranks[i].low, *(o[i].low for _, o in others)]),
+            high=max([ranks[i].high, *(o[i].high for _, o in others)]),
+        )
+    alternatives = ", ".join(f"{name} {o[worst].total / GIB:.1f}" for name, o in others)
     if stated:
         line = (
             f"{_runtime_line(manifest)}; the band's low end assumes what the framework's own "
@@ -522,7 +532,7 @@ def estimate_stages(
             + (f" (worst rank: {alternatives} GiB)" if others else ", which all price it alike")
             + "; training.framework narrows it"
         )
-    return memory.MemoryEstimate(ranks, (*central.assumptions, line), line)
+    return memory.MemoryEstimate(tuple(ranks), (*central.assumptions, line), line)
 
 
 def _runtime_line(manifest: Manifest) -> str:

@@ -320,6 +320,25 @@ def estimate(
     return MemoryEstimate(tuple(ranks.ranks), _assumptions(arch, parallel, training, pipeline))
 
 
+@lru_cache(maxsize=1024)
+def rank_estimate(
+    arch: Architecture,
+    parallel: ParallelDegrees,
+    training: TrainingSetup,
+    pipeline: PipelineLayout,
+    rank: int,
+    uncertainty: Uncertainty = DEFAULT_UNCERTAINTY,
+) -> RankMemory:
+    """`estimate(...).ranks[rank]`, that rank alone (each rank's bytes depend on what it holds,
+    never on the other ranks): a verdict's band across framework profiles reads one rank of
+    each profile's estimate, not all 64 of a deep pipeline."""
+    stages, shared = _prepare(arch, parallel, training, pipeline)
+    computed = _ranks(
+        stages, pipeline, training, parallel.tensor, shared, uncertainty, True, (rank,)
+    )
+    return computed.ranks[0]
+
+
 class Peak(NamedTuple):
     """What the planner's search reads of an estimate that may not fit: the worst rank's
     bytes (MemoryEstimate.worst.total) and the most model-state bytes any rank holds."""

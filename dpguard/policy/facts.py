@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dpguard import perf, sizing
+from dpguard import memory, perf, sizing
 from dpguard.frameworks import profiles
 from dpguard.manifest import DEPRECATED, Manifest
 from dpguard.schedules.registry import SCHEDULES as SPECS
@@ -793,13 +793,17 @@ def sized_facts(
         assert s is not None  # parallelism and micro-batches were checked above
         return s
 
+    def sized(name: str) -> memory.MemoryEstimate | None:
+        # the verdict reads the worst rank's band alone
+        return sizing.stage_memory(manifest, strategy(name), settings, span=True, every_rank=False)
+
     sized_as = schedule
-    estimate = sizing.stage_memory(manifest, strategy(schedule), settings, span=True)
+    estimate = sized(schedule)
     if estimate is None:
         # The judged schedule cannot run at this P and M (its hard rejects say so); the memory
         # verdict still matters for whatever schedule the team fixes that with: size it as 1F1B.
         sized_as = "1f1b"
-        estimate = sizing.stage_memory(manifest, strategy(sized_as), settings, span=True)
+        estimate = sized(sized_as)
     if estimate is not None:
         facts["proposal.memory_schedule"] = sized_as
         worst = estimate.worst
