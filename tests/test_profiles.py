@@ -343,6 +343,22 @@ def test_on_every_calibration_run_the_unnamed_band_contains_the_named_estimate(
             assert wide.low <= mine.low + 1 and mine.high <= wide.high + 1
 
 
+@pytest.mark.parametrize("path", CALIBRATED, ids=lambda p: p.stem)
+def test_a_verdict_s_worst_rank_band_is_the_whole_estimate_s(path: Path, policies: Any) -> None:
+    """A review's verdict sizes each profile's worst rank alone (every_rank=False); its worst
+    rank, band and assumption line are those of the estimate that spans every rank of every
+    profile (`dpguard memory`), with and without the named framework."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["training"].pop("framework")
+    for m in (check_file(str(path), None, policies).manifest, _manifest(yaml.safe_dump(data))):
+        assert m is not None and m.parallelism is not None
+        s = sizing.proposal(m, m.parallelism.schedule or "1f1b")
+        whole = sizing.stage_memory(m, s, policies.settings, span=True)
+        worst = sizing.stage_memory(m, s, policies.settings, span=True, every_rank=False)
+        assert whole is not None and worst is not None
+        assert worst.worst == whole.worst and worst.runtime == whole.runtime
+
+
 def test_an_assumed_profile_takes_every_override_a_stated_one_only_its_own() -> None:
     """Without a framework, `runtime:` is the team's word on the runtime, whatever the default
     profile has: deferred FSDP gradient sync applies (torchtitan has the trait, Megatron-LM

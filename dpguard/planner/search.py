@@ -462,11 +462,11 @@ def _smaller_if_faster(
     prices the bubble against the GEMMs' efficiency and each micro-batch's communication, has
     the last word. A smaller size fits wherever this one does (the worst rank's memory grows
     with the micro-batch size: `_fit`). A size the manifest writes stays."""
-    if ("training", "micro_batch_size") in manifest.source.keys:
-        return chosen
     s, mbs = chosen.strategy, chosen.micro_batch_size
+    if mbs == 1 or ("training", "micro_batch_size") in manifest.source.keys:
+        return chosen
     now = perf.predicted(manifest, s, mbs)
-    if now is None or mbs == 1:
+    if now is None:
         return chosen
     tolerance = float(settings["planner"].get("step_time_tolerance", 0.0))
     fastest, best = now.step_time_s * (1 - tolerance), chosen
