@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
-from itertools import islice
+from itertools import count, islice
 from typing import Any
 
 from dpguard import perf, sizing
@@ -114,6 +114,11 @@ _Sized = dict[
 ]
 
 
+# A layout that ran but did not fit: its worst-rank bytes, when the search met it (`_fit`'s
+# call order), the manifest, the micro-batch size it ran at, the layout
+_Closest = tuple[float, int, Manifest, int, sizing.Strategy]
+
+
 @dataclass
 class _Attempt:
     """One pass of the layout search: the memory a plan may use (`limit`, bytes per GPU) and
@@ -121,8 +126,7 @@ class _Attempt:
     closest one is where the infeasible note prices the remedies."""
 
     limit: float
-    # (worst-rank bytes, the manifest, the micro-batch size it ran at, the layout)
-    closest: list[tuple[float, Manifest, int, sizing.Strategy]]
+    closest: list[_Closest]
     # Sized layouts (`_size`), shared by every pass: the margin pass and the usable-memory pass
     # size the same layouts.
     sized: _Sized
@@ -131,9 +135,13 @@ class _Attempt:
     # pass's limit fits at no micro-batch size in any pass with that limit.
     floors: dict[sizing.Strategy, float]
     # Lower bounds of those states (memory.states_floor) by layout: a layout they rule out is
-    # skipped unsized, its reason computed only if a note reads it. None: every layout is
-    # sized (a search that found nothing prices its closest layout, which needs them all).
+    # skipped unsized, its reason computed only if a note reads it. None: every layout is sized.
     bounds: dict[sizing.Strategy, float] | None = None
+    # The layouts the bounds skipped, with their bound and call order, for `_complete_closest`
+    # (None: not kept)
+    skipped: list[tuple[float, int, Manifest, sizing.Strategy]] | None = None
+    # `_fit`'s calls in the order the search makes them, shared by every pass
+    order: Iterator[int] = field(default_factory=count)
 
 
 def _size(
@@ -199,10 +207,13 @@ def _fit(
     """The best micro-batch size at which `base` runs and fits `attempt.limit`; otherwise
     appends one reason to `why`: the memory of the smallest stage that ran (the closest to
     fitting), else the first schedule constraint that failed."""
+    seq = next(attempt.order)
     if attempt.bounds is not None:
         if base not in attempt.bounds:
             attempt.bounds[base] = sizing.states_floor(manifest, base)
         if attempt.bounds[base] > attempt.limit:
+            if attempt.skipped is not None:
+                attempt.skipped.append((attempt.bounds[base], seq, manifest, base))
             # what sizing it would have said, only if a note reads it (the last reason)
             why.append(
                 lambda: _reasons(
@@ -268,7 +279,7 @@ def _fit(
         return None
     s, _, peak = sized(runs[0])  # the closest to fitting
     assert peak is not None
-    attempt.closest.append((peak.total, manifest, runs[0], s))
+    attempt.closest.append((peak.total, seq, manifest, runs[0], s))
     why.append(
         f"P = {base.pipeline}, T = {base.tensor}: {peak.total / sizing.GIB:.1f} GiB per GPU "
         f"is over {attempt.limit / sizing.GIB:.1f} GiB"
@@ -780,8 +791,8 @@ def search(
     Layouts whose model states alone cannot fit (memory.states_floor) are skipped unsized; the
     reason a note may give for one is computed when it does. A layout skipped is never one
     that fits, so the plan is the same; when nothing fits at all, the notes price the closest
-    layout, which needs every one sized: the search then runs again without skipping, reusing
-    what was sized. `first_only`: the first layout that fits, where only feasibility and the
+    layout, and only the skipped layouts that could be it are sized then
+    (`_complete_closest`). `first_only`: the first layout that fits, where only feasibility and the
     schedule matter (they are the full search's: it stops at the same lever, margin and
     schedule); when nothing fits, the result is the full search's. `in_place`: schedules that
     may replace the one found at its own layout (`_in_place`); the first layout that fits
@@ -789,20 +800,14 @@ def search(
     key = (manifest.content, schedules, pipeline_needed, in_place)
     sized: _Sized = {}  # shared by the searches below: each layout is sized once
 
-    def run(first: bool, prune: bool) -> SearchResult:
-        return _search(
-            manifest, schedules, settings, pipeline_needed, first, sized, prune, in_place
-        )
-
-    def full() -> SearchResult:
-        found = run(False, True)
-        return found if found.candidate is not None else run(False, False)
+    def run(first: bool) -> SearchResult:
+        return _search(manifest, schedules, settings, pipeline_needed, first, sized, in_place)
 
     if first_only and not in_place:
-        found = _SEARCHED.get(settings, (*key, True), lambda: run(True, True))
+        found = _SEARCHED.get(settings, (*key, True), lambda: run(True))
         if found.candidate is not None:
             return found
-    return _SEARCHED.get(settings, key, full)
+    return _SEARCHED.get(settings, key, lambda: run(False))
 
 
 def _search(
@@ -812,7 +817,6 @@ def _search(
     pipeline_needed: bool,
     first_only: bool = False,
     sized: _Sized | None = None,
-    prune: bool = False,
     in_place: tuple[str, ...] = (),
 ) -> SearchResult:
     """The layout search, first keeping the worst rank within the policy's `memory_margin` of
@@ -829,16 +833,18 @@ def _search(
     full = [c for c in steps if c.get("activation_recompute") == "full"]
     order = [(c, margin) for c in cheap] + [(c, 1.0) for c in cheap]
     order += [(c, share) for c in full for share in (margin, 1.0)]
-    closest: list[tuple[float, Manifest, int, sizing.Strategy]] = []
+    closest: list[_Closest] = []
     sized = {} if sized is None else sized
     floors: dict[sizing.Strategy, float] = {}
     # by layout, for every pass: the levers change activations, never the model states
-    bounds: dict[sizing.Strategy, float] | None = {} if prune else None
+    bounds: dict[sizing.Strategy, float] = {}
+    skipped: list[tuple[float, int, Manifest, sizing.Strategy]] = []
+    calls = count()
     fits_one: dict[Any, bool] = {}  # by training settings: the margin passes repeat them
     as_written: SearchResult | None = None  # why nothing fits, told against usable memory
     for changes, share in order:
         switched = _switched(manifest, changes)
-        attempt = _Attempt(share * usable, closest, sized, floors, bounds)
+        attempt = _Attempt(share * usable, closest, sized, floors, bounds, skipped, calls)
         # A lever can make the whole training state fit one GPU (HR004's test): then a pipeline
         # only adds bubble, and the plan is data parallel with that lever
         if pipeline_needed and changes and switched.training not in fits_one:
@@ -856,7 +862,7 @@ def _search(
         # only whether something fits: 1F1B, the last resort, or nothing (and then `search`
         # runs the full search, whose notes say why)
         if schedules and "1f1b" not in schedules:
-            return _search(manifest, ("1f1b",), settings, pipeline_needed, True, sized, True)
+            return _search(manifest, ("1f1b",), settings, pipeline_needed, True, sized)
         return SearchResult(None, ())
     notes = list(as_written.notes)
     if schedules and "1f1b" not in schedules:
@@ -871,8 +877,7 @@ def _search(
             )
         # when 1F1B does not fit either, what would make it fit is priced for 1F1B
         return replace(fallback, notes=(*notes, *fallback.notes))
-    if prune:  # the closest layout may be one skipped: `search` runs again without skipping
-        return SearchResult(None, ())
+    _complete_closest(closest, skipped, settings, sized)
     if closest:
         nearest, strategy = _nearest(closest)
         priced = sizing.remedies(nearest, strategy, settings, last_resort=True)
@@ -937,12 +942,36 @@ def _switched(manifest: Manifest, changes: Mapping[str, Any]) -> Manifest:
     return replace(manifest, training=replace(manifest.training, **changes))
 
 
-def _nearest(
-    closest: list[tuple[float, Manifest, int, sizing.Strategy]],
-) -> tuple[Manifest, sizing.Strategy]:
+def _closeness(c: _Closest) -> tuple[float, int]:
+    """The worst rank's bytes, then the order met: the first of equally close layouts."""
+    return c[0], c[1]
+
+
+def _complete_closest(
+    closest: list[_Closest],
+    skipped: list[tuple[float, int, Manifest, sizing.Strategy]],
+    settings: Mapping[str, Any],
+    sized: _Sized,
+) -> None:
+    """Add to `closest` the layouts the bounds skipped that could be closer to fitting than
+    any sized one, as sizing every layout would have: a skipped layout's worst rank holds at
+    least its bound, so once the bounds pass the closest total so far none of the rest can
+    beat it (branch and bound; ties go to the layout met first, `_closeness`). A search that
+    fits nothing used to size every layout again for this (a tenth of a realistic review)."""
+    for bound, seq, manifest, base in sorted(skipped, key=lambda k: (k[0], k[1])):
+        if closest and bound > min(closest, key=_closeness)[0]:
+            return
+        # sized as an unskipped layout that does not fit: at its smallest micro-batch size
+        found: list[_Closest] = []
+        _fit(manifest, base, settings, [], _Attempt(-1.0, found, sized, {}))
+        for total, _, switched, mbs, strategy in found:
+            closest.append((total, seq, switched, mbs, strategy))
+
+
+def _nearest(closest: list[_Closest]) -> tuple[Manifest, sizing.Strategy]:
     """The layout that came closest to fitting, and its manifest at the micro-batch size it ran
     at (built only here: the search sizes many layouts that do not fit)."""
-    _, manifest, mbs, strategy = min(closest, key=lambda c: c[0])
+    _, _, manifest, mbs, strategy = min(closest, key=_closeness)
     return replace(manifest, training=replace(manifest.training, micro_batch_size=mbs)), strategy
 
 
