@@ -405,6 +405,33 @@ def test_dualpipev_never_plans_more_stages_than_layers(tmp_path, policies):
     )
 
 
+@pytest.mark.parametrize(
+    "doc",
+    [
+        IMPOSSIBLE,
+        SHALLOW.replace("30B", "60B"),
+        merged(example("frontier-moe"), {"cluster": {"gpus": 16}, "parallelism": None}),
+    ],
+    ids=["405b-on-8", "shallow-60b", "671b-on-16"],
+)
+def test_an_infeasible_plan_s_notes_do_not_depend_on_the_bound(
+    tmp_path, policies, monkeypatch, doc
+):
+    """A search that fits nothing sizes only the skipped layouts whose states bound could still
+    beat the closest one (`_complete_closest`); with the bound disabled (every layout sized)
+    the notes, the closest layout and its remedies included, are the same."""
+    from dpguard import memo, sizing
+
+    path = write(tmp_path, doc)
+    bounded = plan_of(path, policies)
+    assert bounded.status == "infeasible"
+    assert any("at the closest layout" in note for note in bounded.notes)
+    memo.forget()
+    monkeypatch.setattr(sizing, "states_floor", lambda manifest, s: 0.0)
+    assert plan_of(path, policies).notes == bounded.notes
+    memo.forget()
+
+
 def test_an_infeasible_note_quotes_the_stage_closest_to_fitting(tmp_path, policies):
     """At 60B nothing fits, not even the 1F1B fallback. For 1F1B at P = 8 the note gives the
     memory at the micro-batch size that needs the least (micro-batch 1: 62.1 GiB), not at the
