@@ -564,15 +564,25 @@ def switched_runtimes(
 def switched(manifest: Manifest, runtime: Runtime) -> tuple[str, Runtime] | None:
     """(the flags, `runtime` with them): the traits its framework lets a run change by a flag
     that the manifest leaves unset, switched; None when none changes what memory prices."""
+    return _switched(manifest.training, runtime, profiles.team())
+
+
+# By what it reads (the training settings, the runtime and the profiles in effect, a team's
+# too: `team` is only the key, profiles.profile reads the same context): every verdict of a
+# batch asks it for each framework profile, and a batch's files share a handful of each.
+@lru_cache(maxsize=256)
+def _switched(
+    training: Training, runtime: Runtime, team: tuple[tuple[str, str], ...]
+) -> tuple[str, Runtime] | None:
     profile = profiles.profile(runtime.profile)
     flips = profile.switched(runtime.overrides)
-    target = training_setup(manifest, replace(runtime, **flips))
-    if target == training_setup(manifest, runtime):
+    target = _training_setup(training, replace(runtime, **flips))
+    if target == _training_setup(training, runtime):
         return None
     # name only the flags that matter here (a bf16 run has no FP8 weight to gather)
     for k in sorted(flips):
         rest = {j: v for j, v in flips.items() if j != k}
-        if training_setup(manifest, replace(runtime, **rest)) == target:
+        if _training_setup(training, replace(runtime, **rest)) == target:
             flips = rest
     flags = ", ".join(profile.trait_switches[k][0] for k in sorted(flips))
     return flags, replace(runtime, **flips)
