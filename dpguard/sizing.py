@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
@@ -502,18 +502,18 @@ def estimate_stages(
         return central._replace(assumptions=(*central.assumptions, line), runtime=line)
     worst = central.worst.rank
     setups = [(name, training_setup(manifest, runtime)) for name, runtime in variants]
-    # each profile's ranks, by index: every one, or the worst alone (a deep pipeline's 64
-    # ranks times every profile were most of a review's verdict)
-    others: list[tuple[str, Mapping[int, memory.RankMemory] | Sequence[memory.RankMemory]]]
-    if every_rank:
-        others = [(n, memory.estimate(arch, degrees, t, layout, band).ranks) for n, t in setups]
-    else:
-        others = [
-            (n, {worst: memory.rank_estimate(arch, degrees, t, layout, worst, band)})
-            for n, t in setups
-        ]
+    # the ranks whose band spans the profiles: every one, or the worst alone (a deep
+    # pipeline's 64 ranks times every profile were most of a review's verdict)
+    spanned = range(len(central.ranks)) if every_rank else (worst,)
+
+    def by_rank(t: memory.TrainingSetup) -> dict[int, memory.RankMemory]:
+        if every_rank:
+            return dict(enumerate(memory.estimate(arch, degrees, t, layout, band).ranks))
+        return {worst: memory.rank_estimate(arch, degrees, t, layout, worst, band)}
+
+    others = [(n, by_rank(t)) for n, t in setups]
     ranks = list(central.ranks)
-    for i in range(len(ranks)) if every_rank else (worst,):
+    for i in spanned:
         ranks[i] = ranks[i]._replace(
             low=min([ranks[i].low, *(o[i].low for _, o in others)]),
             high=max([ranks[i].high, *(o[i].high for _, o in others)]),

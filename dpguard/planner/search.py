@@ -958,14 +958,16 @@ def _complete_closest(
     least its bound, so once the bounds pass the closest total so far none of the rest can
     beat it (branch and bound; ties go to the layout met first, `_closeness`). A search that
     fits nothing used to size every layout again for this (a tenth of a realistic review)."""
+    best = min((c[0] for c in closest), default=math.inf)
     for bound, seq, manifest, base in sorted(skipped, key=lambda k: (k[0], k[1])):
-        if closest and bound > min(closest, key=_closeness)[0]:
+        if bound > best:
             return
         # sized as an unskipped layout that does not fit: at its smallest micro-batch size
         found: list[_Closest] = []
         _fit(manifest, base, settings, [], _Attempt(-1.0, found, sized, {}))
         for total, _, switched, mbs, strategy in found:
             closest.append((total, seq, switched, mbs, strategy))
+            best = min(best, total)
 
 
 def _nearest(closest: list[_Closest]) -> tuple[Manifest, sizing.Strategy]:
