@@ -161,6 +161,9 @@ class Runtime:
     # overlaps pipeline sends in its interleaved schedule only); none for a kind the manifest sets
     overlap_schedules: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
     sharded_gathers_per_layer: int = 1  # the profile's ZeRO-3 / FSDP collectives per layer
+    # the profile's process groups beyond one per parallel dimension (its `process_groups`)
+    tensor_groups: int = 1
+    model_parallel_group: bool = False
 
     def overlapped(self, schedule: str) -> dict[str, bool]:
         """What the framework overlaps under `schedule`, kind by kind."""
@@ -353,6 +356,8 @@ def build_runtime(data: Mapping[str, Any], framework: str | None = None) -> Runt
             k: v for k, v in chosen.overlap_schedules.items() if k not in written_overlap
         },
         sharded_gathers_per_layer=chosen.sharded_gathers_per_layer,
+        tensor_groups=chosen.tensor_groups,
+        model_parallel_group=chosen.model_parallel_group,
         **applied,
     )
 

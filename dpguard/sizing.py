@@ -148,15 +148,22 @@ def _training_setup(t: Training, r: Runtime) -> memory.TrainingSetup:
         deferred_grad_sync=r.fsdp_gradient_sync == "deferred",
         dtensor_tp=r.tensor_parallel_impl == "dtensor",
         pipeline_impl=r.pipeline_parallel_impl,  # type: ignore[arg-type]
+        tensor_groups=r.tensor_groups,
+        model_parallel_group=r.model_parallel_group,
     )
 
 
 def uncertainty(settings: Mapping[str, Any]) -> memory.Uncertainty:
     u = settings["memory_uncertainty"]
+    default = memory.DEFAULT_UNCERTAINTY
+    band = u.get("communicators", default.communicators)
     return memory.Uncertainty(
         states=(float(u["states"][0]), float(u["states"][1])),
         activations=(float(u["activations"][0]), float(u["activations"][1])),
         overhead_gib=float(u["runtime_overhead_gib"]),
+        # optional keys: a team's block written before they existed keeps the defaults
+        communicator_gib=float(u.get("communicator_gib", default.communicator_gib)),
+        communicators=(float(band[0]), float(band[1])),
     )
 
 

@@ -33,11 +33,16 @@ KNOWN_MISSES = {
     # (same tokens per GPU and micro-batch, which the model prices alike): what ring attention
     # at that length adds is not modelled.
     "torchtitan-llama31-405b-4d-cp8": "context-parallel attention at 262k tokens not modelled",
+    # -16 %: BLOOM's fp16 rows (DeepSpeed 0.6, ZeRO-1) read 3-16 % low (median -10 %) with
+    # NCCL's buffers counted at the shipped 0.43 GiB per communicator; the rest is not traced
+    # to an allocation in DeepSpeed's stage_1_and_2.py (the 2022 NCCL, connecting every
+    # protocol on up to 32 NVLink channels, is within the communicators' band).
+    "bigscience-fp16-181b-dp8-tp8-pp6-mbs4": "fp16 ZeRO-1 under DeepSpeed 0.6: 16 % low",
 }
 
 # Known-bad runs the model does not flag. BLOOM's 206B test (seven 14336-wide layers per stage
-# where the 176B run at 59 GB had six) ran out of memory where the model, 10 % short on every
-# measured sibling, prices 61.7 GiB (band 48.6-72.1) of 75.2: one more layer per stage adds
+# where the 176B run at 59 GB had six) ran out of memory where the model, 1-9 % short on every
+# measured sibling, prices 64.7 GiB (band 49.5-82.7) of 75.2: one more layer per stage adds
 # states of 5.4 GiB and activations of about 1 GiB, so no sibling's error reaches 80 GB.
 UNFLAGGED_OOMS = {"bigscience-206b-dp8-tp4-pp12-mbs2": "OOM not explained by the siblings"}
 
@@ -72,19 +77,33 @@ def test_known_good_runs_get_no_error_and_known_bad_runs_are_flagged(path, polic
         ]
 
 
+# What each kind of reading sees: nvidia-smi the whole GPU; PyTorch's counters (max allocated,
+# max reserved) and the tables papers print from them leave out NCCL's buffers, which the
+# central estimate (what the GPU holds, what an out-of-memory depends on) counts.
+SEES_COMMUNICATORS = {"nvidia-smi"}
+
+
+def _comparable(result, policies) -> tuple[float, float, float]:
+    """The estimate's central, low and high GiB as the run's reading sees them."""
+    facts, labels = result.outcome.facts, result.manifest.source.data["metadata"]["labels"]
+    central = facts["proposal.stage_memory_gb"]
+    low, high = facts["proposal.memory_low_gb"], facts["proposal.memory_high_gb"]
+    if labels.get("measured-as") in SEES_COMMUNICATORS:
+        return central, low, high
+    m, settings = result.manifest, policies.settings
+    strategy = sizing.proposal(m, facts["proposal.memory_schedule"])
+    estimate = sizing.stage_memory(m, strategy, settings, span=True, every_rank=False)
+    comms = estimate.worst.communicators / sizing.GIB
+    c_lo, c_hi = sizing.uncertainty(settings).communicators
+    return central - comms, low - comms * (1 - c_lo), high - comms * (1 + c_hi)
+
+
 def _measured_rows(policies):
     for path in FILES:
         result = _judge(path, policies)
         labels = result.manifest.source.data["metadata"]["labels"]
         if "measured-gib" in labels:
-            facts = result.outcome.facts
-            yield (
-                path.stem,
-                float(labels["measured-gib"]),
-                facts["proposal.stage_memory_gb"],
-                facts["proposal.memory_low_gb"],
-                facts["proposal.memory_high_gb"],
-            )
+            yield (path.stem, float(labels["measured-gib"]), *_comparable(result, policies))
 
 
 def test_measured_peaks_are_within_15_percent_and_inside_the_band(policies):
@@ -123,7 +142,7 @@ def test_dense_gpt_states_and_activations_agree_with_megatron_within_5_percent(n
     )
     rank0 = sizing.stage_memory(m, strategy, policies.settings).ranks[0]
     runtime = float(policies.settings["memory_uncertainty"]["runtime_overhead_gib"]) * sizing.GIB
-    logits = rank0.other - runtime if p.pipeline == 1 else 0.0
+    logits = rank0.other - runtime - rank0.communicators if p.pipeline == 1 else 0.0
     states_ref, activations_ref = MEGATRON[name]
     states = (rank0.weights + rank0.gradients + rank0.optimizer) / sizing.GIB
     assert states == pytest.approx(states_ref, rel=0.05)
@@ -145,7 +164,8 @@ def _table(policies) -> str:
         measured = error = ""
         if "measured-gib" in labels:
             measured = f"{labels['measured-gib']} ({labels['measured-as']})"
-            error = f"{(central / float(labels['measured-gib']) - 1) * 100:+.0f} %"
+            seen = _comparable(result, policies)[0]
+            error = f"{(seen / float(labels['measured-gib']) - 1) * 100:+.0f} %"
         lines.append(
             f"| {path.stem} | {labels['calibration']} | {facts['proposal.memory_verdict']} | "
             f"{central:.1f} | {low:.1f}-{high:.1f} | {measured} | {error} |"

@@ -116,7 +116,8 @@ def test_every_status_in_one_review(repo: Path, capsys: pytest.CaptureFixture[st
     assert (moe["before"]["pipeline"], moe["after"]["pipeline"]) == (16, 8)
     assert (moe["before"]["microbatches"], moe["after"]["microbatches"]) == (120, 60)
     assert moe["before"]["schedule"] == moe["after"]["schedule"] == "dualpipe"
-    assert moe["before"]["memory_verdict"] == "fits" and moe["after"]["memory_verdict"] == "oom"
+    assert moe["before"]["memory_verdict"] == "likely-oom"  # at the usable line (ADV004)
+    assert moe["after"]["memory_verdict"] == "oom"
     assert (moe["before"]["passed"], moe["after"]["passed"]) == (True, False)
     delta = moe["delta"]
     assert delta["gpu_hours"] == pytest.approx(
@@ -347,7 +348,7 @@ def test_a_rule_on_the_change_fires_and_stays_silent(
     changes = by_path(data)
     fired = [f for f in changes["big.yaml"]["findings"]["added"] if f["code"] == "COST001"]
     assert [(f["severity"], f["message"]) for f in fired] == [
-        ("error", "this change adds 58,537 GPU-hours (50.0%); bubble +0.00 points")
+        ("error", "this change adds 58,027 GPU-hours (50.0%); bubble +0.00 points")
     ]
     assert changes["small.yaml"]["findings"]["added"] == []
     assert changes["added.yaml"]["findings"]["added"] == []

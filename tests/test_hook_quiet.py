@@ -43,7 +43,7 @@ def test_quiet_prints_errors_and_warnings_then_one_summary(
     ]
     assert len(quiet) > 2 and not any(": info " in line for line in quiet)
     assert not any(line.startswith("policies: ") for line in quiet)
-    assert quiet[-1] == "3 manifests checked: 2 passed, 1 failed (7 errors, 2 warnings)"
+    assert quiet[-1] == "3 manifests checked: 2 passed, 1 failed (7 errors, 3 warnings)"
     assert main(["review", "-q", "runs/good.yaml"]) == 0
     assert capsys.readouterr().out == (
         "1 manifest checked: 1 passed, 0 failed (0 errors, 0 warnings)\n"

@@ -13,6 +13,8 @@ from dpguard.memory import (
     ParallelDegrees,
     PipelineLayout,
     TrainingSetup,
+    Uncertainty,
+    communicators,
     estimate,
     layer_activation_bytes,
     layer_token_bytes,
@@ -370,7 +372,7 @@ def test_deepspeed_bf16_optimizer_reduces_gradients_through_a_bf16_copy():
             assert b.gradients - p.gradients == pytest.approx(copy)  # the kept bf16 .grad
             assert b.other - p.other == pytest.approx(copy)
             assert b.high - p.high == pytest.approx(2 * copy * 1.05)
-            step = (b.states + copy) * 0.97 + 1.5 * GIB / 2
+            step = (b.states + copy) * 0.97 + 1.5 * GIB / 2 + b.communicators * 0.3
             assert b.low == pytest.approx(max(p.low + copy * 0.97, step))
             certain_at_step.append(b.low == pytest.approx(step))
         assert [r for r, s in enumerate(certain_at_step) if not s] == activation_phase
@@ -436,7 +438,7 @@ def test_the_fp16_step_copy_is_a_phase_of_its_own():
     assert many.activations > copy  # the activation phase is the larger: nothing added
     assert many.other == pytest.approx(worst(8, bf16).other)
     assert one.activations < copy  # the step is the larger
-    assert one.total == pytest.approx(one.states + copy + 1.5 * GIB, rel=1e-6)
+    assert one.total == pytest.approx(one.states + copy + 1.5 * GIB + one.communicators, rel=1e-6)
     assert one.low >= (one.states + copy) * 0.97
     deepspeed = worst(8, replace(fp16, pipeline_impl="deepspeed"))
     deepspeed_bf16 = worst(8, replace(bf16, pipeline_impl="deepspeed"))
@@ -540,3 +542,36 @@ def test_deferred_fsdp_gradient_sync_keeps_the_unsharded_gradients_over_the_step
     assert (
         estimate(LLAMA8, par, deferred, single).worst == estimate(LLAMA8, par, base, single).worst
     )
+
+
+def test_nccl_communicators_are_counted_per_gpu_from_the_layout_and_the_framework():
+    """Each process group a GPU communicates in holds an NCCL communicator with its buffers on
+    the GPU (NVIDIA/nccl#864). One GPU holds none. BLOOM's first stage under DeepSpeed (TP 4,
+    PP 12, DP 8, tied embeddings): the default group, Megatron's tensor-parallel group and
+    DeepSpeed's slice group, data, pipeline and model-parallel groups, and on the first and last
+    stage the tied-embedding group. DeepSeek-V3 under Megatron-core (PP 16, DP 128, EP 64,
+    untied): default, data, expert all-to-all, the experts' own data-parallel group (128 / 64 =
+    2 replicas), pipeline and the optimizer's gradient-norm group. FSDP over 8 GPUs in
+    torchtitan: the default group and the sharding group."""
+    deepspeed = TrainingSetup(tensor_groups=2, model_parallel_group=True)
+    megatron = TrainingSetup(model_parallel_group=True)
+    assert communicators(ParallelDegrees(), megatron, 1, True) == (0, 0)
+    assert communicators(ParallelDegrees(4, 12, 8), deepspeed, 12, True) == (6, 1)
+    assert communicators(ParallelDegrees(1, 16, 128, expert=64), megatron, 16, False) == (6, 0)
+    assert communicators(ParallelDegrees(1, 1, 8), TrainingSetup(), 1, True) == (2, 0)
+    # a rank's central estimate, its bounds and its `other` carry them, the first and last
+    # stage's the tied group too; the middle ranks only the six every GPU holds
+    layout = pipeline_layout("1f1b", 4, 1, inflight("1f1b", 4, 8))._replace(microbatches=8)
+    gpt = Architecture(13e9, 40, 5120, 40, 2048, 32000, tied_embeddings=True)
+    par = ParallelDegrees(2, 4, 8)
+    none = Uncertainty(communicator_gib=0.0)
+    base = estimate(gpt, par, megatron, layout, none).ranks
+    counted = estimate(gpt, par, megatron, layout).ranks
+    per = 0.43 * GIB
+    for rank, (b, c) in enumerate(zip(base, counted, strict=True)):
+        groups = 5 + (rank in (0, 3))
+        assert c.communicators == pytest.approx(groups * per)
+        assert c.other - b.other == pytest.approx(groups * per)
+        assert c.total - b.total == pytest.approx(groups * per)
+        assert c.low - b.low == pytest.approx(groups * per * 0.3)
+        assert c.high - b.high == pytest.approx(groups * per * 3.5)

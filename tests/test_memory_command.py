@@ -26,6 +26,7 @@ RANK_KEYS = {
     "replica_gib",
     "activations_gib",
     "other_gib",
+    "communicators_gib",
     "total_gib",
     "low_gib",
     "high_gib",
@@ -56,12 +57,14 @@ def memory(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, st
 
 
 def test_json_contract_for_deepseek_v3_as_published(capsys):
-    """examples/frontier-moe.yaml is DeepSeek-V3 as it trained: it fits, every rank is listed,
-    rank 0 (embedding + mirrored head and MTP) carries the largest second copy."""
+    """examples/frontier-moe.yaml is DeepSeek-V3 as it trained: at the usable line (95 % of the
+    H800 once its six NCCL communicators are counted, 2.6 GiB): likely-oom, a warning that
+    exits 0; every rank is listed, rank 0 (embedding + mirrored head and MTP) carries the
+    largest second copy."""
     code, out, _ = memory(capsys, str(EXAMPLES / "frontier-moe.yaml"), "--format", "json")
     data = json.loads(out)
     assert code == 0
-    assert data["verdict"] == "fits"
+    assert data["verdict"] == "likely-oom"
     assert data["usable_gib"] == pytest.approx(79.1 * 0.95, abs=0.01)
     assert len(data["ranks"]) == 16
     assert all(set(rank) == RANK_KEYS for rank in data["ranks"])
@@ -73,6 +76,7 @@ def test_json_contract_for_deepseek_v3_as_published(capsys):
     parts = ("weights", "gradients", "optimizer", "replica", "activations", "other")
     for r in data["ranks"]:
         assert sum(r[f"{p}_gib"] for p in parts) == pytest.approx(r["total_gib"], abs=0.05)
+        assert r["communicators_gib"] == pytest.approx(6 * 0.43, abs=0.01)  # no tied group
 
 
 def test_text_marks_the_worst_rank_and_shows_first_and_last(capsys):
@@ -81,7 +85,7 @@ def test_text_marks_the_worst_rank_and_shows_first_and_last(capsys):
     rows = [line for line in out.splitlines() if line[:5].strip().rstrip("*").isdigit()]
     assert [row.split()[0].rstrip("*") for row in rows] == ["0", "15"]
     assert sum("*" in row.split()[0] for row in rows) == 1
-    assert "Verdict: fits" in out
+    assert "Verdict: likely-oom" in out
 
 
 def test_without_parallelism_the_plans_layout_is_sized(capsys):
@@ -317,8 +321,9 @@ KIMI_K2 = {
 def test_the_runs_the_issue_names_pass_as_they_trained(tmp_path, policies, run):
     """Issue 10's opening: DeepSeek-V3 as published, Llama 3 405B (TP 8, PP 16, interleaved)
     and Kimi K2 (PP 16, EP 16) were hard-rejected (HR009 at 101.6, 119.8 and 124.2 GiB). As
-    they trained they get no error and the planner finds a plan. DeepSeek-V3 and Kimi K2
-    fit; Llama 3 405B interleaved with M = P = 16 keeps all 32 chunks in flight with BF16
+    they trained they get no error and the planner finds a plan. Kimi K2 fits, DeepSeek-V3
+    sits at the usable line (likely-oom, 75.2 GiB of 75.1 with NCCL's buffers counted: a
+    warning); Llama 3 405B interleaved with M = P = 16 keeps all 32 chunks in flight with BF16
     activations and core_attn recompute only (what the paper does not say is not assumed),
     83 GiB central in a 56-124 GiB band: ADV004, a warning with its cheap fixes, not HR009."""
     if run == "deepseek-v3":
@@ -331,6 +336,6 @@ def test_the_runs_the_issue_names_pass_as_they_trained(tmp_path, policies, run):
     result = check_file(str(write(tmp_path, doc)), None, policies)
     assert [f.format() for f in result.findings if f.severity.name == "ERROR"] == []
     verdict = result.outcome.facts["proposal.memory_verdict"]
-    assert verdict == ("likely-oom" if run == "llama-3-405b" else "fits")
+    assert verdict == ("fits" if run == "kimi-k2" else "likely-oom")
     assert ("ADV004" in {f.code for f in result.findings}) == (verdict == "likely-oom")
     assert result.plan is not None and result.plan.strategy is not None

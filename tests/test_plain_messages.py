@@ -525,7 +525,7 @@ sys.exit(main(sys.argv[1:]))
     ("files", "finding"),
     [
         ((ALL_PLAIN,), " error HR004 pipeline depth 8 "),
-        (COMMON, " error HR009 the worst pipeline stage needs at least 78.5 GiB per GPU under "),
+        (COMMON, " error HR009 the worst pipeline stage needs at least 79.4 GiB per GPU under "),
     ],
     ids=["plain", "common"],
 )

@@ -264,7 +264,9 @@ CALIBRATED = sorted(
 @pytest.mark.parametrize("path", CALIBRATED, ids=lambda p: p.stem)
 def test_a_profile_prices_exactly_the_knobs_it_replaces(path: Path, policies: Any) -> None:
     """The calibration runs name their framework; written instead with every trait spelled out
-    (the old knobs) and no framework, the central estimate is the same to the byte."""
+    (the old knobs) and no framework, the central estimate is the same (to rounding), but for
+    the NCCL communicators: the framework's own process groups (`process_groups`) are no
+    knob, so the old spelling gets the default profile's."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     named = check_file(str(path), None, policies).manifest
     assert named is not None and named.runtime.stated
@@ -276,7 +278,9 @@ def test_a_profile_prices_exactly_the_knobs_it_replaces(path: Path, policies: An
     a = sizing.stage_memory(named, sizing.proposal(named, schedule), policies.settings)
     b = sizing.stage_memory(knobs, sizing.proposal(knobs, schedule), policies.settings)
     assert a is not None and b is not None
-    assert [r.total for r in a.ranks] == [r.total for r in b.ranks]
+    assert [r.total - r.communicators for r in a.ranks] == pytest.approx(
+        [r.total - r.communicators for r in b.ranks], rel=1e-12
+    )
 
 
 def test_a_manifest_naming_another_framework_than_its_config_conflicts(tmp_path: Path) -> None:
@@ -370,3 +374,27 @@ def test_an_assumed_profile_takes_every_override_a_stated_one_only_its_own() -> 
     assert titan.runtime.fsdp_gradient_sync == "deferred"
     doc = load_text(text.replace("training: {", "training: {framework: megatron, "), "m.yaml")
     assert [f.code for f in validate(doc, load_catalog())] == ["X034"]
+
+
+def test_the_process_groups_each_framework_holds_come_from_its_profile() -> None:
+    """`process_groups` (policies/frameworks): DeepSpeed's pipeline engine communicates in a
+    slice group beside Megatron's tensor-parallel one and reduces ZeRO's gradient norm in a
+    model-parallel group; Megatron-core (and the frameworks built on it, by `extends`) has a
+    gradient-norm group; torchtitan's DeviceMesh needs none beyond its dimensions."""
+    groups = {
+        name: (p.tensor_groups, p.model_parallel_group)
+        for name in ("megatron", "nemo", "bridge", "flagscale", "deepspeed", "torchtitan")
+        for p in [profiles.profile(name)]
+    }
+    assert groups == {
+        "megatron": (1, True),
+        "nemo": (1, True),
+        "bridge": (1, True),
+        "flagscale": (1, True),
+        "deepspeed": (2, True),
+        "torchtitan": (1, False),
+    }
+    named = _manifest(MANIFEST.replace("training: {", "training: {framework: deepspeed, ", 1))
+    assert named.runtime.profile == "deepspeed"
+    setup = sizing.training_setup(named)
+    assert (setup.tensor_groups, setup.model_parallel_group) == (2, True)

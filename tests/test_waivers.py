@@ -54,10 +54,12 @@ def test_waived_finding_is_kept_and_marked(repo: Path, capsys: pytest.CaptureFix
 
 def test_waiver_on_absolute_glob_and_exit(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     adv002 = ADV001.replace("ADV001", "ADV002").replace("runs/*.yaml", "'*moe.yaml'")
-    write_waivers(repo, ADV001.format(expires="2026-01-10"), adv002.format(expires="2026-01-10"))
+    adv004 = ADV001.replace("ADV001", "ADV004").replace("runs/*.yaml", "'*moe.yaml'")
+    waivers = (ADV001, adv002, adv004)
+    write_waivers(repo, *(w.format(expires="2026-01-10") for w in waivers))
     code, out, err = review(capsys, "--fail-on", "warning")
     assert code == 0, err
-    assert out.count("(waived)") == 2
+    assert out.count("(waived)") == 3
 
 
 def test_expired_waiver_brings_the_finding_back(

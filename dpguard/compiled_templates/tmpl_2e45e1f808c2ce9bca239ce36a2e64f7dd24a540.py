@@ -399,6 +399,7 @@ def root(context, missing=missing):
             yield ' GPU-hours, '
             yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'memory_gb')))
             yield ' GiB per GPU'
+            yield str(environment.finalize(environment.getattr(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'proposal'), 'memory_over')))
     for l_1_f in environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'findings'):
         environment.count_step('a loop iteration')
         _loop_vars = {}
@@ -461,4 +462,4 @@ def root(context, missing=missing):
     yield '\n'
 
 blocks = {}
-debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=73&17=80&18=89&19=94&20=114&21=118&22=121&24=129&26=132&27=137&33=143&34=149&35=161&39=167&40=170&41=172&43=179&44=188&46=208&47=211&49=220&50=254&51=257&53=266&54=276&56=311&60=315&61=320&63=341&65=345&69=363&70=366&72=369&73=374&75=378&76=381&78=402&79=407&81=413&82=418&84=424&85=429&87=435&88=442&92=445&93=450&95=453&97=455'
+debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=73&17=80&18=89&19=94&20=114&21=118&22=121&24=129&26=132&27=137&33=143&34=149&35=161&39=167&40=170&41=172&43=179&44=188&46=208&47=211&49=220&50=254&51=257&53=266&54=276&56=311&60=315&61=320&63=341&65=345&69=363&70=366&72=369&73=374&75=378&76=381&78=403&79=408&81=414&82=419&84=425&85=430&87=436&88=443&92=446&93=451&95=454&97=456'

@@ -72,6 +72,10 @@ class Profile:
     emit: str | None
     validations: tuple[str, ...]
     sharded_gathers_per_layer: int = 1  # ZeRO-3 / FSDP collectives per layer and pass
+    # process groups beyond one per parallel dimension (`process_groups`): groups over the
+    # tensor-parallel ranks, and a model-parallel group for the gradient norm
+    tensor_groups: int = 1
+    model_parallel_group: bool = False
     path: str = ""  # the file it is defined in (policies/frameworks/NAME.yaml, or a team's)
     reads: str | None = None  # a team profile: the shipped framework whose configs it judges
 
@@ -288,6 +292,7 @@ def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Profile:
         raise ConfigError("a profile without `extends` must list its schedules", where)
     meta, rows = raw[name][1]["metadata"], data["schedules"]
     traits, overlap = data.get("traits", {}), data.get("overlap", {})
+    groups = data.get("process_groups", {})
     return Profile(
         path=where,
         name=name,
@@ -307,6 +312,8 @@ def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Profile:
         emit=data.get("emit"),
         validations=tuple(data.get("validations", ())),
         sharded_gathers_per_layer=int(data.get("sharded_gathers_per_layer", {}).get("value", 1)),
+        tensor_groups=int(groups.get("tensor", 1)),
+        model_parallel_group=bool(groups.get("model_parallel", False)),
         reads=meta.get("reads"),
     )
 

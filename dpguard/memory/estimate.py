@@ -84,7 +84,15 @@ class Uncertainty(NamedTuple):
 
     states: tuple[float, float] = (0.03, 0.05)
     activations: tuple[float, float] = (0.40, 0.60)
-    overhead_gib: float = 1.5  # CUDA context, NCCL and cuBLAS/TE workspaces (central)
+    overhead_gib: float = 1.5  # CUDA context, cuBLAS/TE workspaces, allocator slack (central)
+    # GiB of buffers per NCCL communicator (`communicators`): 16 channels (a multi-node
+    # communicator's count on H100 nodes with a NIC per GPU, NVIDIA/nccl#1453's log) x 3
+    # receiving connections (ring, tree up and down) x 9.19 MiB (NCCL init.cc DEFAULT_BUFFSIZE
+    # 4 MiB + DEFAULT_LL128_BUFFSIZE 4.69 MiB + DEFAULT_LL_BUFFSIZE 0.5 MiB). The band: NCCL
+    # 2.22's runtime connection (only the protocols used) down to about 0.13 GiB; 32
+    # channels inside an NVLink domain or NVIDIA/nccl#864's 1.5 GiB up
+    communicator_gib: float = 0.43
+    communicators: tuple[float, float] = (0.70, 2.50)
 
 
 DEFAULT_UNCERTAINTY = Uncertainty()
@@ -107,6 +115,7 @@ class RankMemory(NamedTuple):
     parameters: float  # parameters this GPU holds, both copies under DualPipe (before ZeRO-3)
     low: float
     high: float
+    communicators: float = 0.0  # NCCL's buffers (part of `other`), outside PyTorch's allocator
 
     @property
     def total(self) -> float:
@@ -131,6 +140,7 @@ class RankMemory(NamedTuple):
             "replica_gib": self.replica,
             "activations_gib": self.activations,
             "other_gib": self.other,
+            "communicators_gib": self.communicators,
             "total_gib": self.total,
             "low_gib": self.low,
             "high_gib": self.high,
@@ -463,8 +473,37 @@ def _prepare(
         # max_memory_reserved show); under memory pressure it frees its cache first, so only
         # the larger phase is certain.
         2.0 if _bf16_pipe_reduce(training, pipeline.ranks) else 0.0,
+        communicators(parallel, training, pipeline.ranks, arch.tied_embeddings),
     )
     return stages, shared
+
+
+def communicators(
+    parallel: ParallelDegrees, training: TrainingSetup, pipeline_ranks: int, tied: bool
+) -> tuple[int, int]:
+    """The NCCL communicators one GPU holds (each keeps its buffers on the GPU, outside
+    PyTorch's allocator: nvidia-smi shows them, torch.cuda.max_memory_* does not; NVIDIA/nccl
+    #864, #986: more communicators, more memory, linear in channels), as (every rank's, more
+    on the ranks holding the first or the last stage). The default group (start-up
+    barriers; DeepSpeed's stage-to-stage sends), one per parallel dimension the rank
+    communicates in (tensor, context, data, expert all-to-all and the expert gradients'
+    own reduction, pipeline), the framework's extra groups (`process_groups`: DeepSpeed's
+    slice group, a model-parallel group for the gradient norm), and the group that
+    all-reduces tied embeddings between the first and the last stage. None on one GPU."""
+    t, c, d, e = parallel.tensor, parallel.context, parallel.data, parallel.expert
+    if t * c * d * pipeline_ranks == 1:
+        return 0, 0
+    every = (
+        1
+        + (training.tensor_groups if t > 1 else 0)
+        + (c > 1)
+        + (d * c > 1)
+        + (e > 1)
+        + (e > 1 and parallel.expert_data > 1)
+        + (pipeline_ranks > 1)
+        + (training.model_parallel_group and t * pipeline_ranks > 1)
+    )
+    return every, int(tied and pipeline_ranks > 1)
 
 
 @lru_cache(maxsize=64)
@@ -619,6 +658,7 @@ class _Shared(NamedTuple):
     boundary: float  # one micro-batch's stage input or output
     gather: float  # FSDP's per-layer gather buffers
     reduce_copy_bytes: float  # bytes per parameter of DeepSpeed's bf16 gradient copy
+    communicators: tuple[int, int]  # `communicators`: every rank's, the first/last stage's more
 
 
 def _gather_bytes(
@@ -659,10 +699,10 @@ def _ranks(
     from dpguard.schedules.inflight import zb1p_peak  # as sizing.pipeline_layout does
 
     deferred = pipeline.deferred_w and not training.activation_offload
-    working, mtp_act, logits, boundary, gather, reduce_copy_bytes = shared
-    s_lo, s_hi = uncertainty.states
-    a_lo, a_hi = uncertainty.activations
+    working, mtp_act, logits, boundary, gather, reduce_copy_bytes, groups = shared
+    c_lo, c_hi = uncertainty.communicators
     overhead = uncertainty.overhead_gib * GIB
+    per_group = uncertainty.communicator_gib * GIB
     impl, microbatches = training.pipeline_impl, pipeline.microbatches
     inflight, offload, mirror = pipeline.inflight, training.activation_offload, pipeline.mirror
     holdings = _holdings(pipeline.stage_ranks, pipeline.ranks, pipeline.stages, mirror)
@@ -704,42 +744,56 @@ def _ranks(
             # DeepSpeed flattens the step's fp32 gradient copy into one buffer, as large as
             # the bf16 reduce copy: reserved beside the activations' segments the same way
             reduce_copy, step_copy = reduce_copy + step_copy, 0.0
+        comms = per_group * (groups[0] + (groups[1] if has_last or 0 in held else 0))
+        fixed = overhead + comms  # outside the tensors, in every phase
         # reserved beside the peak, never live in it: the low bound leaves the FSDP
         # reduce-scatter stream's gradients out (the allocator frees cached blocks before
         # failing) and takes DeepSpeed's reduce copy only as the step's own phase
-        other = overhead + gather + loss + buffers + reduce_copy + mine.side
+        other = fixed + gather + loss + buffers + reduce_copy + mine.side
         state_total = w + g + o + replica
         step = state_total + step_copy
         if step_copy:
             # Megatron's per-tensor copies fit in the blocks the freed activations leave: the
             # step is a phase of its own, and the rank needs the larger of the two
-            other += max(0.0, step + overhead - (state_total + activations + other))
+            other += max(0.0, step + fixed - (state_total + activations + other))
         totals.append(state_total + activations + other)  # as RankMemory.total sums it
         states.append(state_total)
         if not full:
             continue
         # the loss's logits and the runtime's buffers are activations too, and as uncertain:
         # they take their band
-        transient = activations + loss + buffers
-        low = state_total * (1 - s_lo) + transient * (1 - a_lo) + gather + overhead / 2
-        if reduce_copy:
-            low = max(low, (state_total + reduce_copy) * (1 - s_lo) + overhead / 2)
-        high = (
-            (state_total + reduce_copy + mine.side) * (1 + s_hi)
-            + transient * (1 + a_hi)
-            + gather
-            + 2 * overhead
+        low, high = _band(
+            uncertainty,
+            (state_total, activations + loss + buffers, gather, reduce_copy, mine.side),
+            step if step_copy else None,
+            (overhead / 2 + comms * (1 - c_lo), 2 * overhead + comms * (1 + c_hi)),
         )
-        if step_copy:
-            low = max(low, step * (1 - s_lo) + overhead / 2)
-            high = max(high, step * (1 + s_hi) + 2 * overhead)
-        params = mine.params
-        out.ranks.append(
-            RankMemory(
-                r, w, g, o, replica, activations, other, inflight[r], layer_count, params, low, high
-            )
-        )
+        parts = (activations, other, inflight[r], layer_count, mine.params, low, high, comms)
+        out.ranks.append(RankMemory(r, w, g, o, replica, *parts))
     return out
+
+
+def _band(
+    uncertainty: Uncertainty,
+    parts: tuple[float, float, float, float, float],
+    step: float | None,
+    fixed: tuple[float, float],
+) -> tuple[float, float]:
+    """A rank's low and high bounds (`_ranks`) from its `parts` (states, transient tensors,
+    FSDP gathers, DeepSpeed's reduce copy, side buffers), its step phase when that is one of
+    its own, and what lies outside the tensors at each bound (`fixed`)."""
+    states, transient, gather, reduce_copy, side = parts
+    s_lo, s_hi = uncertainty.states
+    a_lo, a_hi = uncertainty.activations
+    fixed_low, fixed_high = fixed
+    low = states * (1 - s_lo) + transient * (1 - a_lo) + gather + fixed_low
+    if reduce_copy:
+        low = max(low, (states + reduce_copy) * (1 - s_lo) + fixed_low)
+    high = (states + reduce_copy + side) * (1 + s_hi) + transient * (1 + a_hi) + gather + fixed_high
+    if step is not None:
+        low = max(low, step * (1 - s_lo) + fixed_low)
+        high = max(high, step * (1 + s_hi) + fixed_high)
+    return low, high
 
 
 def _several(
@@ -902,8 +956,17 @@ def _assumptions(
             ", the gradients' all-reduce through a bf16 copy of them (DeepSpeed BF16_Optimizer)"
             if _bf16_pipe_reduce(training, pipe.ranks)
             else ""
-        ),
+        )
+        + _groups_note(*communicators(parallel, training, pipe.ranks, arch.tied_embeddings)),
     )
+
+
+def _groups_note(every: int, edge: int) -> str:
+    """The assumption's words for `communicators`."""
+    if not every:
+        return ""
+    more = ", one more on the first and last stage's (tied embeddings)" if edge else ""
+    return f", NCCL's buffers for {every} communicator{'s' if every > 1 else ''} per GPU{more}"
 
 
 def _bf16_pipe_reduce(training: TrainingSetup, ranks: int) -> bool:

@@ -76,6 +76,10 @@ class TrainingSetup:
     deferred_grad_sync: bool = False
     dtensor_tp: bool = False  # tensor_parallel_impl: dtensor (PyTorch DTensor, torchtitan)
     pipeline_impl: PipelineImpl = "megatron"  # the pipeline runtime (pipeline_parallel_impl)
+    # the framework's process groups beyond one per parallel dimension (profile
+    # `process_groups`): groups over the tensor-parallel ranks, a model-parallel group
+    tensor_groups: int = 1
+    model_parallel_group: bool = False
 
     def __post_init__(self) -> None:
         if (

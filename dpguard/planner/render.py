@@ -20,7 +20,7 @@ from typing import Any
 from dpguard import perf, resources, sizing
 from dpguard.confine import inside
 from dpguard.errors import ConfigError
-from dpguard.findings import finding_dict
+from dpguard.findings import Finding, finding_dict
 from dpguard.manifest import format_quantity
 from dpguard.memory import GIB
 from dpguard.planner.alternatives import disagreement
@@ -80,6 +80,14 @@ def _brief(finding: Any) -> dict[str, str]:
     return {"code": finding.code, "severity": finding.severity.value, "message": finding.message}
 
 
+def _as_written(plan: Plan) -> list[Finding]:
+    """The proposal's findings the page lists: all but ADV004 where the proposal's line says
+    its memory is over the usable (the plan is the fix; `dpguard review` prints the finding
+    with its remedies), so a page stays one page."""
+    folded = plan.manifest.parallelism is not None and plan.status != "refused"
+    return [f for f in plan.outcome.findings if not (folded and f.code == "ADV004")]
+
+
 def _proposal(plan: Plan) -> dict[str, Any] | None:
     """The strategy the manifest proposes, with the numbers the policies computed for it."""
     p, facts = plan.manifest.parallelism, plan.outcome.facts
@@ -97,9 +105,14 @@ def _proposal(plan: Plan) -> dict[str, Any] | None:
 
         virtual = p.virtual_stages if judged == "interleaved-1f1b" else 1
         cannot_run = "; ".join(check(judged, p.pipeline, micro, virtual))
+    over = ""
+    if facts.get("proposal.memory_verdict") == "likely-oom":
+        # ADV004's verdict in a few words: the page leaves its finding out (`_as_written`)
+        over = f", over the {facts['policy.usable_memory_gb']:.1f} GiB usable (ADV004)"
     return {
         "judged_as": judged or "",
         "cannot_run": cannot_run,
+        "memory_over": over,
         "schedule": p.schedule or "schedule left to dpguard",
         "pipeline": p.pipeline,
         "microbatches": plan.manifest.microbatches,
@@ -223,7 +236,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         },
         "redirects": [{"id": r.id, "title": r.title} for r in plan.outcome.redirects],
         "proposal": _proposal(plan),
-        "findings": [_brief(f) for f in plan.outcome.findings],
+        "findings": [_brief(f) for f in _as_written(plan)],
         "plan_findings": [_brief(f) for f in plan.plan_findings],
         "kept_warnings": [dict(k._asdict()) for k in kept_warnings(plan)],
         "notes": [*plan.notes, *filter(None, [disagreement(plan)])],
