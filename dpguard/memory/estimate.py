@@ -85,12 +85,8 @@ class Uncertainty(NamedTuple):
     states: tuple[float, float] = (0.03, 0.05)
     activations: tuple[float, float] = (0.40, 0.60)
     overhead_gib: float = 1.5  # CUDA context, cuBLAS/TE workspaces, allocator slack (central)
-    # GiB of buffers per NCCL communicator (`communicators`): 16 channels (a multi-node
-    # communicator's count on H100 nodes with a NIC per GPU, NVIDIA/nccl#1453's log) x 3
-    # receiving connections (ring, tree up and down) x 9.19 MiB (NCCL init.cc DEFAULT_BUFFSIZE
-    # 4 MiB + DEFAULT_LL128_BUFFSIZE 4.69 MiB + DEFAULT_LL_BUFFSIZE 0.5 MiB). The band: NCCL
-    # 2.22's runtime connection (only the protocols used) down to about 0.13 GiB; 32
-    # channels inside an NVLink domain or NVIDIA/nccl#864's 1.5 GiB up
+    # GiB of NCCL's buffers per communicator (`communicators`) and their band; where the
+    # numbers come from: policies/planner.yaml, memory_uncertainty
     communicator_gib: float = 0.43
     communicators: tuple[float, float] = (0.70, 2.50)
 
