@@ -20,7 +20,7 @@ from typing import Any
 from dpguard import perf, resources, sizing
 from dpguard.confine import inside
 from dpguard.errors import ConfigError
-from dpguard.findings import Finding, finding_dict
+from dpguard.findings import finding_dict
 from dpguard.manifest import format_quantity
 from dpguard.memory import GIB
 from dpguard.planner.alternatives import disagreement
@@ -80,14 +80,6 @@ def _brief(finding: Any) -> dict[str, str]:
     return {"code": finding.code, "severity": finding.severity.value, "message": finding.message}
 
 
-def _as_written(plan: Plan) -> list[Finding]:
-    """The proposal's findings the page lists: all but ADV004 where the proposal's line says
-    its memory is over the usable (the plan is the fix; `dpguard review` prints the finding
-    with its remedies), so a page stays one page."""
-    folded = plan.manifest.parallelism is not None and plan.status != "refused"
-    return [f for f in plan.outcome.findings if not (folded and f.code == "ADV004")]
-
-
 def _proposal(plan: Plan) -> dict[str, Any] | None:
     """The strategy the manifest proposes, with the numbers the policies computed for it."""
     p, facts = plan.manifest.parallelism, plan.outcome.facts
@@ -106,8 +98,8 @@ def _proposal(plan: Plan) -> dict[str, Any] | None:
         virtual = p.virtual_stages if judged == "interleaved-1f1b" else 1
         cannot_run = "; ".join(check(judged, p.pipeline, micro, virtual))
     over = ""
-    if facts.get("proposal.memory_verdict") == "likely-oom":
-        # ADV004's verdict in a few words: the page leaves its finding out (`_as_written`)
+    if not cannot_run and facts.get("proposal.memory_verdict") == "likely-oom":
+        # ADV004's verdict in a few words: the page then leaves its finding out (`plan_context`)
         over = f", over the {facts['policy.usable_memory_gb']:.1f} GiB usable (ADV004)"
     return {
         "judged_as": judged or "",
@@ -173,6 +165,9 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         (f for f in plan.outcome.findings if refusal and f.code == refusal.id), None
     )
     target = settings["planner"]["microbatches_per_rank"]
+    proposal = _proposal(plan)
+    # the template prints the proposal's line unless the plan is refused
+    folded = bool(proposal and proposal["memory_over"]) and plan.status != "refused"
     # Routed experts are split over EP x ETP (sizing.expert_tensor: ETP = TP when it divides).
     expert_shards = plan.expert * (
         sizing.expert_tensor(plan.tensor, plan.expert, plan.context, plan.data_parallel)
@@ -235,8 +230,12 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
             "title": plan.outcome.decision.title if plan.outcome.decision else "",
         },
         "redirects": [{"id": r.id, "title": r.title} for r in plan.outcome.redirects],
-        "proposal": _proposal(plan),
-        "findings": [_brief(f) for f in _as_written(plan)],
+        "proposal": proposal,
+        # ADV004 is said on the proposal's line when that line prints (the plan is the fix;
+        # `dpguard review` prints the finding with its remedies): a page stays one page
+        "findings": [
+            _brief(f) for f in plan.outcome.findings if not (folded and f.code == "ADV004")
+        ],
         "plan_findings": [_brief(f) for f in plan.plan_findings],
         "kept_warnings": [dict(k._asdict()) for k in kept_warnings(plan)],
         "notes": [*plan.notes, *filter(None, [disagreement(plan)])],
