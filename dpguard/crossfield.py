@@ -268,6 +268,7 @@ def _batch(raw: Raw) -> Iterator[tuple[str, str, str]]:
     gas = raw.integer("parallelism.accumulation_steps", 1) or 1
     dp, micro = derived_sizes(gpus, tp, pp, cp, gbs, mbs, gas)
     assert dp is not None
+    etp = raw.integer("parallelism.expert_tensor")
     if ep and ep > 1 and (tp * cp * dp) % ep:
         # Expert parallelism borrows ranks from data x context x tensor parallelism:
         # torchtitan's dp_shard*cp*tp == efsdp*ep; Megatron's EP x ETP x EDP == TP x CP x DP.
@@ -276,6 +277,14 @@ def _batch(raw: Raw) -> Iterator[tuple[str, str, str]]:
             "X009",
             f"expert parallel size {ep} does not divide tensor x context x data parallel = "
             f"{tp} x {cp} x {dp} = {tp * cp * dp}",
+        )
+    elif ep and etp and (tp * cp * dp) % (ep * etp):
+        # ... and a written expert tensor-parallel size splits each expert over ETP of them
+        yield (
+            "parallelism.expert_tensor",
+            "X009",
+            f"expert x expert_tensor = {ep} x {etp} = {ep * etp} does not divide tensor x "
+            f"context x data parallel = {tp} x {cp} x {dp} = {tp * cp * dp}",
         )
     if micro is None:
         yield (

@@ -164,6 +164,9 @@ class Runtime:
     # the profile's process groups beyond one per parallel dimension (its `process_groups`)
     tensor_groups: int = 1
     model_parallel_group: bool = False
+    # the profile's default expert tensor-parallel size: the tensor size where it divides
+    # (Megatron-LM), else 1 (torchtitan, DeepSpeed); a manifest's parallelism.expert_tensor wins
+    expert_tensor_follows_tensor: bool = True
 
     def overlapped(self, schedule: str) -> dict[str, bool]:
         """What the framework overlaps under `schedule`, kind by kind."""
@@ -184,6 +187,7 @@ class Parallelism:
     account_for_embedding: bool = False  # the split counts the embedding as a layer
     account_for_loss: bool = False  # ... and the output layer + loss as another
     stage_layers: tuple[int, ...] | None = None  # layers per stage, when set by hand
+    expert_tensor: int | None = None  # as written; None: the framework profile's default
 
     @property
     def accounted_layers(self) -> int:
@@ -358,6 +362,7 @@ def build_runtime(data: Mapping[str, Any], framework: str | None = None) -> Runt
         sharded_gathers_per_layer=chosen.sharded_gathers_per_layer,
         tensor_groups=chosen.tensor_groups,
         model_parallel_group=chosen.model_parallel_group,
+        expert_tensor_follows_tensor=chosen.expert_tensor_follows_tensor,
         **applied,
     )
 
@@ -449,6 +454,7 @@ def _parallelism(data: Mapping[str, Any]) -> Parallelism | None:
         account_for_embedding=p.get("account_for_embedding", False),
         account_for_loss=p.get("account_for_loss", False),
         stage_layers=tuple(p["stage_layers"]) if "stage_layers" in p else None,
+        expert_tensor=p.get("expert_tensor"),
     )
 
 

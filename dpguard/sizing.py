@@ -41,6 +41,7 @@ class Strategy:
     account_for_embedding: bool = False  # the stage split counts the embedding as a layer
     account_for_loss: bool = False  # ... and the output layer and loss as another
     stage_layers: tuple[int, ...] = ()  # layers per stage when the manifest sets them
+    expert_tensor: int = 0  # the routed experts' TP size; 0: the framework's default (`etp`)
 
 
 def proposal(manifest: Manifest, schedule: str) -> Strategy | None:
@@ -60,6 +61,7 @@ def proposal(manifest: Manifest, schedule: str) -> Strategy | None:
         p.account_for_embedding,
         p.account_for_loss,
         p.stage_layers or (),
+        p.expert_tensor or 0,
     )
 
 
@@ -67,11 +69,18 @@ def data_parallel(manifest: Manifest, s: Strategy) -> int:
     return manifest.cluster.gpus // (s.tensor * s.pipeline * s.context)
 
 
-def expert_tensor(tensor: int, expert: int, context: int, data: int) -> int:
-    """Expert tensor-parallel size: Megatron's default ETP = TP when EP x TP divides
-    TP x CP x DP; otherwise 1 (torchtitan's and DeepSeek's layout, the one the validator's X009
-    rule accepts: EP | TP x CP x DP). ETP = 1 holds more expert bytes per GPU: it errs large."""
-    return tensor if (tensor * context * data) % (expert * tensor) == 0 else 1
+def etp(manifest: Manifest, s: Strategy, runtime: Runtime | None = None) -> int:
+    """The routed experts' tensor-parallel size under `s`: the strategy's own, else what the
+    framework (`runtime`, by default the manifest's) runs when none is written: Megatron-LM's
+    ETP = TP when EP x TP divides TP x CP x DP, otherwise 1 (the layout the validator's X009
+    accepts, EP | TP x CP x DP; ETP = 1 holds more expert bytes per GPU, so it errs large);
+    always 1 where the profile says so (torchtitan, DeepSpeed: its `expert_tensor`)."""
+    if s.expert_tensor:
+        return s.expert_tensor
+    if not (runtime or manifest.runtime).expert_tensor_follows_tensor:
+        return 1
+    divides = (s.tensor * s.context * data_parallel(manifest, s)) % (s.expert * s.tensor) == 0
+    return s.tensor if divides else 1
 
 
 def architecture(manifest: Manifest) -> memory.Architecture:
@@ -407,17 +416,27 @@ def tensor_divides(manifest: Manifest, tensor: int) -> bool:
     return m.attention_heads % tensor == 0 and (m.attention == "mla" or m.kv_heads % tensor == 0)
 
 
-def parallel_degrees(manifest: Manifest, s: Strategy) -> memory.ParallelDegrees:
+def parallel_degrees(
+    manifest: Manifest, s: Strategy, runtime: Runtime | None = None
+) -> memory.ParallelDegrees:
+    """`s`'s degrees under the manifest's framework (or `runtime`'s: its expert TP size)."""
     # sequence parallelism as it resolves (unset: on with TP), which is all the memory model
     # reads of it: the planner's SP lever then sizes a layout without TP as the one before it
     written = manifest.training.sequence_parallel
     sp = s.tensor > 1 if written is None else written
-    return _degrees(s.tensor, s.pipeline, s.expert, s.context, data_parallel(manifest, s), sp)
+    dp = data_parallel(manifest, s)
+    return _degrees(s.tensor, s.pipeline, s.expert, s.context, dp, sp, etp(manifest, s, runtime))
 
 
 @lru_cache(maxsize=1024)
 def _degrees(
-    tensor: int, pipeline: int, expert: int, context: int, dp: int, sequence_parallel: bool
+    tensor: int,
+    pipeline: int,
+    expert: int,
+    context: int,
+    dp: int,
+    sequence_parallel: bool,
+    expert_tensor: int,
 ) -> memory.ParallelDegrees:
     return memory.ParallelDegrees(
         tensor=tensor,
@@ -425,7 +444,7 @@ def _degrees(
         data=dp,
         expert=expert,
         context=context,
-        expert_tensor=expert_tensor(tensor, expert, context, dp),
+        expert_tensor=expert_tensor,
         sequence_parallel=sequence_parallel,
     )
 
@@ -508,17 +527,22 @@ def estimate_stages(
         line = _runtime_line(manifest)
         return central._replace(assumptions=(*central.assumptions, line), runtime=line)
     worst = central.worst.rank
-    setups = [(name, training_setup(manifest, runtime)) for name, runtime in variants]
+    # each variant's own degrees too: a framework that never splits the experts over TP
+    # (its profile's expert_tensor) holds more expert bytes per GPU at the same layout
+    setups = [
+        (name, training_setup(manifest, runtime), parallel_degrees(manifest, s, runtime))
+        for name, runtime in variants
+    ]
     # the ranks whose band spans the profiles: every one, or the worst alone (a deep
     # pipeline's 64 ranks times every profile were most of a review's verdict)
     spanned = range(len(central.ranks)) if every_rank else (worst,)
 
-    def by_rank(t: memory.TrainingSetup) -> dict[int, memory.RankMemory]:
+    def by_rank(t: memory.TrainingSetup, d: memory.ParallelDegrees) -> dict[int, memory.RankMemory]:
         if every_rank:
-            return dict(enumerate(memory.estimate(arch, degrees, t, layout, band).ranks))
-        return {worst: memory.rank_estimate(arch, degrees, t, layout, worst, band)}
+            return dict(enumerate(memory.estimate(arch, d, t, layout, band).ranks))
+        return {worst: memory.rank_estimate(arch, d, t, layout, worst, band)}
 
-    others = [(n, by_rank(t)) for n, t in setups]
+    others = [(n, by_rank(t, d)) for n, t, d in setups]
     ranks = list(central.ranks)
     for i in spanned:
         ranks[i] = ranks[i]._replace(

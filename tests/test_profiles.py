@@ -398,3 +398,58 @@ def test_the_process_groups_each_framework_holds_come_from_its_profile() -> None
     assert named.runtime.profile == "deepspeed"
     setup = sizing.training_setup(named)
     assert (setup.tensor_groups, setup.model_parallel_group) == (2, True)
+
+
+MOE = """\
+apiVersion: dpguard/v1
+kind: TrainingManifest
+metadata: {name: moe-16b}
+cluster: {gpus: 64, accelerator: H100-SXM, interconnect: {inter_node_gbps_per_gpu: 400}}
+model: {architecture: moe, total_params: 16B, active_params: 2.8B, layers: 28,
+  hidden_size: 2048, attention_heads: 16, seq_len: 4096, vocab_size: 102400, experts: 64,
+  experts_per_token: 6, moe_ffn_hidden_size: 1408, shared_experts: 2, dense_layers: 1,
+  ffn_hidden_size: 10944, ffn_activation: swiglu}
+training: {tokens: 1T, global_batch_size: 512}
+parallelism: {tensor: 2, pipeline: 2, expert: 8, schedule: 1f1b}
+"""
+
+
+def test_the_experts_tensor_size_is_the_framework_s_unless_written(policies: Any) -> None:
+    """`expert_tensor` (policies/frameworks): Megatron-LM splits each expert over the TP ranks
+    unless --expert-tensor-parallel-size says otherwise, torchtitan and DeepSpeed never do by
+    default; a manifest's parallelism.expert_tensor wins. ETP 1 holds twice the expert bytes of
+    ETP 2 per GPU, and the band of a manifest that names no framework spans both."""
+
+    def sized(text: str) -> tuple[int, float]:
+        m = _manifest(text)
+        s = sizing.proposal(m, "1f1b")
+        states = sizing.stage_memory(m, s, policies.settings).worst
+        return sizing.etp(m, s), states.weights
+
+    named = {
+        name: sized(MOE.replace("training: {", f"training: {{framework: {name}, "))
+        for name in ("megatron", "nemo", "torchtitan", "deepspeed")
+    }
+    assert {n: e for n, (e, _) in named.items()} == {
+        "megatron": 2,
+        "nemo": 2,
+        "torchtitan": 1,
+        "deepspeed": 1,
+    }
+    assert sized(MOE)[0] == 2  # no framework named: the default profile's
+    written = MOE.replace("expert: 8,", "expert: 8, expert_tensor: 1,")
+    assert sized(written)[0] == 1
+    assert sized(written)[1] > named["megatron"][1]  # whole experts: more bytes per GPU
+    assert sized(written.replace("training: {", "training: {framework: megatron, "))[0] == 1
+    # the band of the framework-less manifest contains torchtitan's estimate at its own ETP,
+    # rank by rank (its worst rank is not the default profile's)
+
+    def ranks(text: str) -> Any:
+        m = _manifest(text)
+        return sizing.stage_memory(m, sizing.proposal(m, "1f1b"), policies.settings, span=True).ranks
+
+    unnamed = ranks(MOE)
+    titan = ranks(MOE.replace("training: {", "training: {framework: torchtitan, "))
+    assert max(titan, key=lambda r: r.total).rank != max(unnamed, key=lambda r: r.total).rank
+    for u, t in zip(unnamed, titan, strict=True):
+        assert u.low <= t.low and t.high <= u.high, u.rank

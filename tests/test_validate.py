@@ -103,6 +103,7 @@ parallelism:
   pipeline: 16
   virtual_stages: 1
   expert: 64
+  expert_tensor: 1
   context: 1
   microbatches: 120
   schedule: dualpipe
@@ -197,8 +198,8 @@ def manifest(text: str) -> Manifest:
 def test_full_manifest_is_valid() -> None:
     assert findings(FULL) == []
     assert LINE["cluster.interconnect.intra_node"] == 17
-    assert LINE["parallelism.microbatches"] == 70
-    assert len(LINE) == 75
+    assert LINE["parallelism.microbatches"] == 71
+    assert len(LINE) == 76
 
 
 # --- S002: required keys ----------------------------------------------------------------------
@@ -349,6 +350,7 @@ TYPES = [
     ("parallelism.pipeline", "'16'", "an integer", "'16'"),
     ("parallelism.virtual_stages", "[1]", "an integer", "a list"),
     ("parallelism.expert", "64.0", "an integer", "64.0"),
+    ("parallelism.expert_tensor", "'1'", "an integer", "'1'"),
     ("parallelism.context", "true", "an integer", "true"),
     ("parallelism.microbatches", "'120'", "an integer", "'120'"),
     ("parallelism.accumulation_steps", "2.0", "an integer", "2.0"),
@@ -558,6 +560,7 @@ RANGES = [
     ("parallelism.pipeline", "0", 1, "65537", 65536),
     ("parallelism.virtual_stages", "0", 1, "1025", 1024),
     ("parallelism.expert", "0", 1, "65537", 65536),
+    ("parallelism.expert_tensor", "0", 1, "1025", 1024),
     ("parallelism.context", "0", 1, "1025", 1024),
     ("parallelism.microbatches", "0", 1, "16777217", 16777216),
     ("parallelism.accumulation_steps", "0", 1, "65537", 65536),
@@ -894,7 +897,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 106
+    assert len(list(properties(SCHEMA))) == 107
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
@@ -1171,7 +1174,7 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         "X006-expert-parallelism",
         DENSE,
         {"parallelism.context": "1\n  expert: 2"},
-        [("X006", 63, 3, "expert parallelism is set on a dense model")],
+        [("X006", 64, 3, "expert parallelism is set on a dense model")],
     ),
     ("X006-ok-expert-1", DENSE, {"parallelism.context": "1\n  expert: 1"}, []),
     (
@@ -1257,6 +1260,20 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         ],
     ),
     ("X009-ok", FULL, {"parallelism.expert": "128"}, []),
+    (
+        "X009-expert-tensor",
+        FULL,
+        {"parallelism.expert_tensor": "4"},
+        [
+            (
+                "X009",
+                *at("parallelism.expert_tensor"),
+                "expert x expert_tensor = 64 x 4 = 256 does not divide tensor x context x data "
+                "parallel = 1 x 1 x 128 = 128",
+            )
+        ],
+    ),
+    ("X009-expert-tensor-ok", FULL, {"parallelism.expert_tensor": "2"}, []),
     (
         "X010",
         FULL,
@@ -2550,7 +2567,7 @@ def test_full_manifest_values() -> None:
         "bf16",
     )
     assert m.position("model.mla.v_head_dim") == (at("model.mla.v_head_dim"))
-    assert m.position("parallelism.schedule") == (71, 3)
+    assert m.position("parallelism.schedule") == (72, 3)
     assert m.position("parallelism.nothing") == (64, 1)
 
 

@@ -76,6 +76,9 @@ class Profile:
     # tensor-parallel ranks, and a model-parallel group for the gradient norm
     tensor_groups: int = 1
     model_parallel_group: bool = False
+    # the routed experts' tensor-parallel size when a manifest writes none (`expert_tensor`):
+    # the tensor size where it divides (Megatron-LM's default), else 1
+    expert_tensor_follows_tensor: bool = True
     path: str = ""  # the file it is defined in (policies/frameworks/NAME.yaml, or a team's)
     reads: str | None = None  # a team profile: the shipped framework whose configs it judges
 
@@ -314,6 +317,8 @@ def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Profile:
         sharded_gathers_per_layer=int(data.get("sharded_gathers_per_layer", {}).get("value", 1)),
         tensor_groups=int(groups.get("tensor", 1)),
         model_parallel_group=bool(groups.get("model_parallel", False)),
+        expert_tensor_follows_tensor=data.get("expert_tensor", {}).get("default", "tensor")
+        == "tensor",
         reads=meta.get("reads"),
     )
 

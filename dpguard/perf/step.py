@@ -50,9 +50,7 @@ def layout_of(manifest: Manifest, s: sizing.Strategy, micro_batch_size: int) -> 
         virtual_stages=spec.virtual(s.virtual_stages) if spec is not None else 1,
         context=s.context,
         expert=s.expert,
-        expert_tensor=sizing.expert_tensor(s.tensor, s.expert, s.context, data)
-        if manifest.model.is_moe
-        else 1,
+        expert_tensor=sizing.etp(manifest, s) if manifest.model.is_moe else 1,
         data=data,
         micro_batch_size=micro_batch_size,
         microbatches=s.microbatches,

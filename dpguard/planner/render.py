@@ -168,11 +168,9 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
     proposal = _proposal(plan)
     # the template prints the proposal's line unless the plan is refused
     folded = bool(proposal and proposal["memory_over"]) and plan.status != "refused"
-    # Routed experts are split over EP x ETP (sizing.expert_tensor: ETP = TP when it divides).
+    # Routed experts are split over EP x ETP (sizing.etp: the plan's, else the framework's).
     expert_shards = plan.expert * (
-        sizing.expert_tensor(plan.tensor, plan.expert, plan.context, plan.data_parallel)
-        if plan.data_parallel
-        else 1
+        sizing.etp(plan.manifest, plan.strategy) if plan.strategy is not None else 1
     )
     params = memory.parameters if memory else 0
     return {
