@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dpguard.check import check_file
 from dpguard.cli import main
@@ -16,6 +17,7 @@ from dpguard.planner.plan import Plan, make_plan
 from dpguard.policy.load import load_policies
 
 ROOT = Path(__file__).parent.parent
+PERF = ROOT / "tests" / "data" / "perf" / "manifests"
 # Every valid example and every published run of the calibration set (mistakes.yaml is invalid
 # on purpose)
 CORPUS = [p for p in sorted((ROOT / "examples").glob("*.yaml")) if p.stem != "mistakes"]
@@ -54,6 +56,8 @@ def _expected(plan: Plan) -> dict:
     }
     if plan.manifest.model.is_moe:
         out["parallelism.expert"] = s.expert
+        if s.expert_tensor:  # unset: the framework's default, and the emitted file says none
+            out["parallelism.expert_tensor"] = s.expert_tensor
     if s.pipeline > 1:
         out["parallelism.schedule"] = plan.schedule
     if plan.schedule == "interleaved-1f1b":
@@ -114,6 +118,24 @@ def test_interleaved_virtual_stages_round_trip(fmt, virtual, policies, tmp_path)
         assert f"pipeline_parallel_first_stage_less_layers = {lead}" in text
         assert f"pipeline_parallel_last_stage_less_layers = {tail}" in text
     _assert_round_trip(interleaved, fmt, tmp_path)
+
+
+@pytest.mark.parametrize("fmt", EMIT_FORMATS)
+def test_the_experts_tensor_size_round_trips(fmt, policies, tmp_path):
+    """A plan's expert tensor-parallel size is written in each framework's spelling
+    (Megatron-LM's --expert-tensor-parallel-size, NeMo's and FlagScale's key, torchtitan's
+    expert_tensor_parallel_degree) and read back; the framework's own default is not written."""
+    doc = yaml.safe_load((PERF / "deepseek-v3-2048xh800.yaml").read_text(encoding="utf-8"))
+    del doc["parallelism"]
+    path = tmp_path / "dsv3.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    plan = _plan(path, policies, fmt)
+    assert plan.strategy is not None and plan.tensor > 1
+    for etp in (1, plan.tensor):
+        chosen = replace(plan, strategy=replace(plan.strategy, expert_tensor=etp))
+        _assert_round_trip(chosen, fmt, tmp_path)
+    default = replace(plan, strategy=replace(plan.strategy, expert_tensor=0))
+    assert "expert_tensor_parallel" not in emit(default, fmt).replace("-", "_")
 
 
 def test_a_schedule_the_framework_does_not_run_is_replanned_and_said(capsys):

@@ -25,7 +25,9 @@ from ruamel.yaml import YAML
 from dpguard import perf
 from dpguard.check import check_file
 from dpguard.cli import main
+from dpguard.frameworks.emit import emit
 from dpguard.memory import GIB
+from dpguard.planner.patch import manifest_patch
 from dpguard.planner.plan import Plan
 from dpguard.planner.render import plan_dict, render_markdown
 from dpguard.policy.load import load_policies
@@ -34,6 +36,7 @@ from dpguard.schedules import OpTimes, simulate
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+PERF = REPO / "tests" / "data" / "perf" / "manifests"
 GOLDEN = Path(__file__).parent / "golden" / "plans"
 UPDATE = os.environ.get("DPGUARD_UPDATE_GOLDEN") == "1"
 VALID_EXAMPLES = ("frontier-moe", "large-dense", "no-pipeline", "small-dense")
@@ -494,6 +497,32 @@ def test_the_expert_parallel_size_is_searched_by_step_time(tmp_path, policies):
     assert wide_time.step_time_s > 2 * slow.performance.step_time_s
     fast = plan_of(write(tmp_path, SMALL_MOE % 3200, "fast.yaml"), policies)
     assert fast.expert == 64
+
+
+def test_the_experts_tensor_size_is_searched_by_step_time(tmp_path, policies):
+    """DeepSeek-V3 on 2,048 H800 planned without its parallelism section: at TP > 1 the planner
+    tries the framework's expert TP size (Megatron-LM's: the tensor size) and whole experts
+    (ETP 1). Each of its 256 experts is a 7168 x 2048 MLP: split over TP its GEMMs shrink and
+    every MoE layer adds TP collectives, so the model prices ETP 1 faster than the policy's
+    tolerance and the plan runs it; its patch and its Megatron-LM arguments say so, and a
+    manifest that writes the size keeps it."""
+    doc = yaml.safe_load((PERF / "deepseek-v3-2048xh800.yaml").read_text(encoding="utf-8"))
+    doc.pop("parallelism")
+    doc["training"].pop("micro_batch_size")
+    plan = plan_of(write(tmp_path, doc), policies)
+    s = plan.strategy
+    assert s is not None and plan.tensor > 1 and s.expert_tensor == 1
+    assert plan.performance is not None and plan.performance.layout.expert_tensor == 1
+    split = perf.predicted(plan.manifest, replace(s, expert_tensor=0), plan.micro_batch_size)
+    assert split is not None and split.layout.expert_tensor == plan.tensor
+    tolerance = policies.settings["planner"]["step_time_tolerance"]
+    assert split.step_time_s > (1 + tolerance) * plan.performance.step_time_s
+    assert manifest_patch(plan)["parallelism"]["expert_tensor"] == 1
+    assert "--expert-tensor-parallel-size 1" in emit(plan, "megatron")
+    doc["parallelism"] = {"tensor": plan.tensor, "pipeline": plan.pipeline, "expert": 64}
+    doc["parallelism"]["expert_tensor"] = plan.tensor
+    kept = plan_of(write(tmp_path, doc, "written.yaml"), policies)
+    assert kept.strategy is not None and kept.strategy.expert_tensor == plan.tensor
 
 
 DEEP_DENSE = """\

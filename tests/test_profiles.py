@@ -446,7 +446,9 @@ def test_the_experts_tensor_size_is_the_framework_s_unless_written(policies: Any
 
     def ranks(text: str) -> Any:
         m = _manifest(text)
-        return sizing.stage_memory(m, sizing.proposal(m, "1f1b"), policies.settings, span=True).ranks
+        return sizing.stage_memory(
+            m, sizing.proposal(m, "1f1b"), policies.settings, span=True
+        ).ranks
 
     unnamed = ranks(MOE)
     titan = ranks(MOE.replace("training: {", "training: {framework: torchtitan, "))

@@ -67,6 +67,7 @@ _INTEGERS = [
     "tensor_model_parallel_size",
     "pipeline_model_parallel_size",
     "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
     "context_parallel_size",
     "num_virtual_stages_per_pipeline_rank",
     "num_layers_per_virtual_pipeline_stage",
@@ -514,6 +515,11 @@ def _pipeline(b: _Builder, args: Mapping[str, Arg], layers: int | None) -> None:
     ):
         b.set(dotted, degree if key in args else 1, key)
     b.set("parallelism.expert", g("expert_model_parallel_size"), "expert_model_parallel_size")
+    b.set(
+        "parallelism.expert_tensor",
+        g("expert_tensor_parallel_size"),
+        "expert_tensor_parallel_size",
+    )
     b.set("parallelism.context", g("context_parallel_size"), "context_parallel_size")
     vpp = virtual_stages(args, layers, pp, b.notes)
     b.set(
@@ -1014,6 +1020,8 @@ def plan_args(plan: Plan) -> tuple[list[tuple[str, Any]], list[str]]:
         args.append(("num_virtual_stages_per_pipeline_rank", s.virtual_stages))
     if m.model.is_moe:
         args.append(("expert_model_parallel_size", s.expert))
+        if s.expert_tensor:  # unset: Megatron-LM's default, the tensor size
+            args.append(("expert_tensor_parallel_size", s.expert_tensor))
     args.append(("context_parallel_size", s.context))
     if s.tensor > 1 and t.sequence_parallel is not False:
         args.append(("sequence_parallel", None))

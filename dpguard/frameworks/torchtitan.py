@@ -285,6 +285,10 @@ class _Reader:
         ep, ep_at = integer(
             ("parallelism", "expert_parallel_degree"), ("experimental", "expert_parallel_degree")
         )
+        etp, etp_at = integer(
+            ("parallelism", "expert_tensor_parallel_degree"),
+            ("experimental", "expert_tensor_parallel_degree"),
+        )
         shard, shard_at = integer(
             ("parallelism", "data_parallel_shard_degree"),
             ("training", "data_parallel_shard_degree"),
@@ -300,6 +304,8 @@ class _Reader:
             put("parallelism.context", cp, cp_at)
         if ep_at is not None:
             put("parallelism.expert", ep, ep_at)
+        if etp_at is not None:
+            put("parallelism.expert_tensor", etp, etp_at)
         shard = -1 if shard is None else shard  # default: the ranks left over
         replicate = replicate or 1
         if shard > 0:  # parallel_dims.py: dp_replicate x dp_shard x cp x tp x pp == world size
@@ -593,6 +599,8 @@ def _config_lines(plan: Plan) -> tuple[list[str], list[str]]:
                 )
     if m.model.is_moe:
         parallelism.append(("expert_parallel_degree", s.expert))
+        if s.expert_tensor:  # unset: torchtitan's default, 1
+            parallelism.append(("expert_tensor_parallel_degree", s.expert_tensor))
     # The local batch is one data-parallel rank's per step: split into micro-batches by a
     # pipeline, else one forward (torchtitan accumulates gradients up to the global batch)
     local = t.global_batch_size // plan.data_parallel if s.pipeline > 1 else plan.micro_batch_size

@@ -42,6 +42,8 @@ def manifest_patch(plan: Plan) -> dict[str, Any] | None:
         "context": s.context,
         "microbatches": s.microbatches,
     }
+    if s.expert_tensor:  # the plan's own choice, or the manifest's; else the framework's
+        parallelism["expert_tensor"] = s.expert_tensor
     if pipelined:
         parallelism["schedule"] = plan.schedule
     if s.account_for_embedding or s.account_for_loss:

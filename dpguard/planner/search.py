@@ -312,6 +312,24 @@ def _expert_sizes(
     return tuple(dict.fromkeys((sizes[-1], *inside[-1:])))
 
 
+def _expert_tensors(manifest: Manifest, tensor: int, pipeline: int, expert: int) -> tuple[int, ...]:
+    """The routed experts' tensor-parallel sizes to try (Strategy.expert_tensor; 0: the
+    framework's default, sizing.etp): the manifest's when it writes one this depth admits
+    (EP x ETP divides T x C x DP = gpus / P, X009); a parallelism section that writes none
+    keeps the default, as it keeps its EP (`_expert_sizes`); an MoE model planned without one
+    at T > 1 also tries the other of 1 and T (Megatron-LM runs any ETP, torchtitan 1 or T).
+    Whole experts (ETP 1) run larger GEMMs without TP collectives and hold more bytes per GPU:
+    the step-time model chooses, the framework's default within `step_time_tolerance`."""
+    p, ranks = manifest.parallelism, manifest.cluster.gpus // pipeline
+    if p is not None and p.expert_tensor:
+        return (p.expert_tensor,) if ranks % (expert * p.expert_tensor) == 0 else (0,)
+    if p is not None or not manifest.model.is_moe or tensor == 1:
+        return (0,)
+    default = sizing.etp(manifest, sizing.Strategy("none", tensor, pipeline, expert, 1, 1, 1))
+    other = 1 if default == tensor else tensor
+    return (0, other) if ranks % (expert * other) == 0 else (0,)
+
+
 def _stages_per_rank(schedule: str, virtual: int) -> int:
     return SCHEDULES[schedule].stages(1, virtual)
 
@@ -421,13 +439,16 @@ def _fitting_pipelines(
                         f"P = {pipe}: expert parallel size {ep} does not divide {ranks} ranks"
                     )
                     continue
-                base = sizing.Strategy(schedule, tensor, pipe, ep, context, v, 1, *split)
-                found = _fit(manifest, base, settings, why, attempt)
-                if found is not None:
-                    if first_only:
-                        return [found]
-                    first = first or pipe
-                    (even if is_even else uneven).append(found)
+                for etp in _expert_tensors(manifest, tensor, pipe, ep):
+                    base = sizing.Strategy(
+                        schedule, tensor, pipe, ep, context, v, 1, *split, expert_tensor=etp
+                    )
+                    found = _fit(manifest, base, settings, why, attempt)
+                    if found is not None:
+                        if first_only:
+                            return [found]
+                        first = first or pipe
+                        (even if is_even else uneven).append(found)
     if prefer_even:
         return even or uneven
     return even + uneven
@@ -443,8 +464,9 @@ def _fastest(
     2104.04473 §3.3, takeaway 1: tensor parallelism up to the scale-up domain, then as shallow
     a pipeline as fits): the shallower pipeline, then the smaller tensor size, then the fewer
     chunks per rank, then the larger expert-parallel size (the rule before EP was searched: the
-    fewest experts per GPU). A custom accelerator without the bandwidths the model needs has no
-    prediction for any layout: its layouts are ranked by their closed-form bubble instead."""
+    fewest experts per GPU), then the framework's own expert tensor size. A custom accelerator
+    without the bandwidths the model needs has no prediction for any layout: its layouts are ranked
+    by their closed-form bubble instead."""
     predictions = [perf.predicted(manifest, c.strategy, c.micro_batch_size) for c in fitting]
     times = [
         p.step_time_s if p else sizing.estimated_bubble(c.strategy, settings)
@@ -460,6 +482,7 @@ def _fastest(
             c.strategy.tensor,
             c.strategy.virtual_stages,
             -c.strategy.expert,
+            c.strategy.expert_tensor != 0,
         ),
     )
     return _smaller_if_faster(manifest, chosen, settings)
@@ -607,7 +630,15 @@ def _in_place(
             if prefer_even and not even:
                 continue
             base = sizing.Strategy(
-                schedule, s.tensor, s.pipeline, s.expert, s.context, v, 1, *split
+                schedule,
+                s.tensor,
+                s.pipeline,
+                s.expert,
+                s.context,
+                v,
+                1,
+                *split,
+                expert_tensor=s.expert_tensor,
             )
             other = _fit(manifest, base, settings, [], attempt)
             if other is None:
@@ -667,12 +698,13 @@ def _unpipelined(
             if sharded and widest is not None and manifest.cluster.gpus // (t * c) > widest:
                 continue
             for ep in _expert_sizes(manifest, t, 1, settings):
-                base = sizing.Strategy("none", t, 1, ep, c, 1, 1)
-                found = _fit(manifest, base, settings, why, attempt, competing)
-                if found is not None:
-                    out.append(found)
-                    if not competing:
-                        return out
+                for etp in _expert_tensors(manifest, t, 1, ep):
+                    base = sizing.Strategy("none", t, 1, ep, c, 1, 1, expert_tensor=etp)
+                    found = _fit(manifest, base, settings, why, attempt, competing)
+                    if found is not None:
+                        out.append(found)
+                        if not competing:
+                            return out
     return out
 
 
