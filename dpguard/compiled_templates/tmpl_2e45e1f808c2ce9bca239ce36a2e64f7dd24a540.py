@@ -47,6 +47,11 @@ def root(context, missing=missing):
             pass
             yield ', expert = '
             yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')))
+            if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_tensor')) != environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor'))):
+                pass
+                yield ' (expert tensor '
+                yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_tensor')))
+                yield ')'
         yield ', data parallel = '
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel')))
         yield ' on '
@@ -105,7 +110,13 @@ def root(context, missing=missing):
             pass
             yield 'experts over '
             yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')))
-            yield ' ranks, '
+            yield ' ranks'
+            if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_tensor')) != environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor'))):
+                pass
+                yield ' (expert tensor '
+                yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_tensor')))
+                yield ')'
+            yield ', '
         yield 'data parallel '
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel')))
         yield ' (micro-batch size '
@@ -152,6 +163,11 @@ def root(context, missing=missing):
         yield ', expert '
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')))
         yield ','
+        if ((environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')) > 1) and (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_tensor')) != environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor')))):
+            pass
+            yield ' expert tensor '
+            yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_tensor')))
+            yield ','
         if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'context')) > 1):
             pass
             yield ' context '
@@ -462,4 +478,4 @@ def root(context, missing=missing):
     yield '\n'
 
 blocks = {}
-debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=57&12=63&14=65&15=68&16=73&17=80&18=89&19=94&20=114&21=118&22=121&24=129&26=132&27=137&33=143&34=149&35=161&39=167&40=170&41=172&43=179&44=188&46=208&47=211&49=220&50=254&51=257&53=266&54=276&56=311&60=315&61=320&63=341&65=345&69=363&70=366&72=369&73=374&75=378&76=381&78=403&79=408&81=414&82=419&84=425&85=430&87=436&88=443&92=446&93=451&95=454&97=456'
+debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=62&12=68&14=70&15=73&16=78&17=85&18=94&19=99&20=125&21=129&22=132&24=140&26=143&27=148&33=154&34=160&35=177&39=183&40=186&41=188&43=195&44=204&46=224&47=227&49=236&50=270&51=273&53=282&54=292&56=327&60=331&61=336&63=357&65=361&69=379&70=382&72=385&73=390&75=394&76=397&78=419&79=424&81=430&82=435&84=441&85=446&87=452&88=459&92=462&93=467&95=470&97=472'

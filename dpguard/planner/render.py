@@ -169,9 +169,8 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
     # the template prints the proposal's line unless the plan is refused
     folded = bool(proposal and proposal["memory_over"]) and plan.status != "refused"
     # Routed experts are split over EP x ETP (sizing.etp: the plan's, else the framework's).
-    expert_shards = plan.expert * (
-        sizing.etp(plan.manifest, plan.strategy) if plan.strategy is not None else 1
-    )
+    expert_tensor = sizing.etp(plan.manifest, plan.strategy) if plan.strategy is not None else 1
+    expert_shards = plan.expert * expert_tensor
     params = memory.parameters if memory else 0
     return {
         "name": m.name,
@@ -191,6 +190,7 @@ def plan_context(plan: Plan, policies: Policies) -> dict[str, Any]:
         "tensor": plan.tensor,
         "pipeline": plan.pipeline,
         "expert": plan.expert,
+        "expert_tensor": expert_tensor,
         "expert_shards": expert_shards,
         "context": plan.context,
         "data_parallel": plan.data_parallel,
