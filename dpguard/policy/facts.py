@@ -509,6 +509,12 @@ FRAMEWORK = (
         anchor="model.seq_len",
     ),
     _f(
+        "framework.expert_tensor_problem",
+        "str",
+        "a torchtitan expert_tensor_parallel_degree other than 1 or the tensor-parallel degree",
+        anchor="parallelism.expert_tensor",
+    ),
+    _f(
         "framework.schedule_without_pipeline",
         "str",
         "the pipeline schedule a config names while its pipeline degree is 1",
