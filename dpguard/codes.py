@@ -15,7 +15,7 @@ CODES: dict[str, str] = {
     "Y004": "top level is not a mapping",
     "Y005": "duplicate or non-string mapping key",
     "Y006": "YAML tag not allowed (python/object and custom tags)",
-    "Y007": "document expands to too many values (alias bomb)",
+    "Y007": "document expands to too many values (an alias bomb, or a file to split)",
     "Y008": "nesting too deep",
     "Y009": "not UTF-8 text or a forbidden character",
     "Y010": "number is not finite (NaN or infinity)",

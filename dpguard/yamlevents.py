@@ -202,6 +202,7 @@ def fold(events: Any, name: str) -> SourceDoc:
     anchors: dict[str, tuple[Any, int]] = {}
     stack: list[_Frame] = []
     total = 0
+    aliased = False  # an alias expanded: a bomb's doing, not a long file's
     root: Any = None
     root_at = Position(1, 1)
     documents = 0
@@ -213,7 +214,10 @@ def fold(events: Any, name: str) -> SourceDoc:
         if total > MAX_VALUES:
             raise YamlLoadError(
                 "Y007",
-                f"document expands to more than {MAX_VALUES} values (an alias bomb?)",
+                f"document expands to more than {MAX_VALUES} values (an alias bomb?)"
+                if aliased
+                else f"document has more than {MAX_VALUES} values, the most dpguard reads in "
+                "one document: split it into several files",
                 where,
             )
         if not stack:
@@ -279,6 +283,7 @@ def fold(events: Any, name: str) -> SourceDoc:
                 problem = "refers to a node that contains it" if recursive else "is not defined"
                 raise YamlLoadError("Y001", f"alias *{event.anchor} {problem}", where)
             value, size = anchors[event.anchor]
+            aliased = True
             place(value, size, where)
 
     if total == 0:

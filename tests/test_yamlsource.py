@@ -338,12 +338,14 @@ def test_billion_laughs_fails_early_with_y007() -> None:
 
 
 def test_wide_document_without_aliases_is_also_bounded() -> None:
+    # no alias: a long file (a team's policy test cases), told to split, not called a bomb
     text = "a: [" + ", ".join(["1"] * (MAX_VALUES + 5)) + "]\n"
     code, line, _col, message = failure(text)
     assert (code, line, message) == (
         "Y007",
         1,
-        f"document expands to more than {MAX_VALUES} values (an alias bomb?)",
+        f"document has more than {MAX_VALUES} values, the most dpguard reads in one document: "
+        "split it into several files",
     )
 
 
