@@ -51,6 +51,7 @@ def report(
             "tensor": s.tensor,
             "pipeline": s.pipeline,
             "expert": s.expert,
+            "expert_tensor": sizing.etp(manifest, s) if manifest.model.is_moe else 1,
             "context": s.context,
             "data_parallel": sizing.data_parallel(manifest, s),
             "microbatches": s.microbatches,
@@ -85,7 +86,9 @@ def _text(path: str, data: dict[str, Any], how: str, remedies: list[str]) -> str
         hidden = [r["rank"] for r in ranks if r["rank"] not in keep]
     head = (
         f"{path}: {s['schedule']}, TP {s['tensor']} x PP {s['pipeline']} x CP {s['context']} x "
-        f"DP {s['data_parallel']}, EP {s['expert']}, M {s['microbatches']}, micro-batch "
+        f"DP {s['data_parallel']}, EP {s['expert']}"
+        + (f" (ETP {s['expert_tensor']})" if s["expert"] > 1 else "")
+        + f", M {s['microbatches']}, micro-batch "
         f"{s['micro_batch_size']} ({how})"
     )
     cols = ("rank", "weights", "grads", "optim", "replica", "activ", "other", "total", "band")
