@@ -8,6 +8,7 @@ def root(context, missing=missing):
     cond_expr_undefined = Undefined
     if 0: yield None
     l_0_plan = resolve('plan')
+    l_0_etp = missing
     try:
         t_1 = environment.filters['abs']
     except KeyError:
@@ -27,7 +28,10 @@ def root(context, missing=missing):
         def t_3(*unused):
             raise TemplateRuntimeError("No test named 'none' found.")
     pass
-    yield '# Pipeline plan: '
+    l_0_etp = (environment.joined((' (expert tensor ', environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_tensor'), ')', ), False) if ((environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')) > 1) and (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_tensor')) != environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor')))) else '')
+    context.vars['etp'] = l_0_etp
+    context.exported_vars.add('etp')
+    yield '\n# Pipeline plan: '
     yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'name')))
     yield '\n'
     if environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'description'):
@@ -47,11 +51,7 @@ def root(context, missing=missing):
             pass
             yield ', expert = '
             yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')))
-            if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_tensor')) != environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor'))):
-                pass
-                yield ' (expert tensor '
-                yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_tensor')))
-                yield ')'
+            yield str(environment.finalize((undefined(name='etp') if l_0_etp is missing else l_0_etp)))
         yield ', data parallel = '
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel')))
         yield ' on '
@@ -111,11 +111,7 @@ def root(context, missing=missing):
             yield 'experts over '
             yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert')))
             yield ' ranks'
-            if (environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_tensor')) != environment.charged(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'tensor'))):
-                pass
-                yield ' (expert tensor '
-                yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'expert_tensor')))
-                yield ')'
+            yield str(environment.finalize((undefined(name='etp') if l_0_etp is missing else l_0_etp)))
             yield ', '
         yield 'data parallel '
         yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'data_parallel')))
@@ -470,7 +466,7 @@ def root(context, missing=missing):
     yield str(environment.finalize(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'policies')))
     yield '\n\n'
     template = environment.get_template('rollback.md.j2', 'plan.md.j2')
-    gen = template.root_render_func(template.new_context(context.get_all(), True, {}))
+    gen = template.root_render_func(template.new_context(context.get_all(), True, {'etp': l_0_etp}))
     try:
         for event in gen:
             yield event
@@ -478,4 +474,4 @@ def root(context, missing=missing):
     yield '\n'
 
 blocks = {}
-debug_info = '2=31&3=33&4=36&6=38&7=41&10=45&11=62&12=68&14=70&15=73&16=78&17=85&18=94&19=99&20=125&21=129&22=132&24=140&26=143&27=148&33=154&34=160&35=177&39=183&40=186&41=188&43=195&44=204&46=224&47=227&49=236&50=270&51=273&53=282&54=292&56=327&60=331&61=336&63=357&65=361&69=379&70=382&72=385&73=390&75=394&76=397&78=419&79=424&81=430&82=435&84=441&85=446&87=452&88=459&92=462&93=467&95=470&97=472'
+debug_info = '2=31&3=35&4=37&5=40&7=42&8=45&11=49&12=62&13=68&15=70&16=73&17=78&18=85&19=94&20=99&21=121&22=125&23=128&25=136&27=139&28=144&34=150&35=156&36=173&40=179&41=182&42=184&44=191&45=200&47=220&48=223&50=232&51=266&52=269&54=278&55=288&57=323&61=327&62=332&64=353&66=357&70=375&71=378&73=381&74=386&76=390&77=393&79=415&80=420&82=426&83=431&85=437&86=442&88=448&89=455&93=458&94=463&96=466&98=468'
