@@ -44,7 +44,7 @@ def shipped_rules() -> list[dict[str, Any]]:
 def test_lint_shipped_policies(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lint-policies"]) == 0
     sets, rules = len(shipped_sets()), len(shipped_rules())
-    assert (sets, rules) == (2, 40)
+    assert (sets, rules) == (2, 41)
     assert capsys.readouterr().out == f"{sets} policy sets, {rules} rules: ok\n"
 
 
@@ -52,7 +52,7 @@ def test_lint_a_shipped_file_by_path_loads_it_once(capsys: pytest.CaptureFixture
     """Naming a shipped set (or any file twice) must not layer it over itself."""
     core = shipped_paths()[0]
     assert main(["lint-policies", core, core]) == 0
-    assert capsys.readouterr().out == "2 policy sets, 40 rules: ok\n"
+    assert capsys.readouterr().out == "2 policy sets, 41 rules: ok\n"
 
 
 TEAM_HEAD = "apiVersion: dpguard/v1\nkind: PolicySet\nmetadata: {name: team, version: 1.0.0}\n"
@@ -136,7 +136,7 @@ def test_lint_without_paths_uses_the_repository_config(
     )
     assert main(["lint-policies"]) == 0
     # shipped + team + the config's disable list
-    assert capsys.readouterr().out == "4 policy sets, 39 rules: ok\n"
+    assert capsys.readouterr().out == "4 policy sets, 40 rules: ok\n"
 
 
 # ---- rules --------------------------------------------------------------------------------------

@@ -455,7 +455,7 @@ def to_manifest(
         )
     for dotted, value in (extra or {}).items():
         b.values.setdefault(dotted, value)
-    return Extract(fmt, path, b.values, b.origins, tuple(notes), facts(args), b.undetermined)
+    return Extract(fmt, path, b.values, b.origins, tuple(notes), facts(args, fmt), b.undetermined)
 
 
 # What Megatron-LM refuses beside --step-batch-size-schedule, and where (d98e8a64): validate_args
@@ -959,7 +959,7 @@ def _dispatcher(args: Mapping[str, Arg]) -> str | None:
     return None
 
 
-def facts(args: Mapping[str, Arg]) -> dict[str, Any]:
+def facts(args: Mapping[str, Arg], fmt: str = "megatron") -> dict[str, Any]:
     """Facts for the framework rules (policies/frameworks.yaml): what the file asks for that
     the normalised manifest cannot say, such as the layers Megatron leaves out."""
     notes: list[Note] = []
@@ -983,7 +983,28 @@ def facts(args: Mapping[str, Arg]) -> dict[str, Any]:
         "framework.layers_dropped": dropped,
         "framework.layout_problem": _layout_problem(args, layers, pp),
         "framework.custom_layout": placed,
+        "framework.moe_bias_problem": _moe_bias_problem(args, fmt, notes),
     }
+
+
+def _moe_bias_problem(args: Mapping[str, Arg], fmt: str, notes: list[Note]) -> str | None:
+    """An MoE whose linear layers keep their biases while its experts are split over TP:
+    Megatron-core's TransformerConfig asserts "Bias in Moe is only supported when ETP==1", and
+    on a Megatron-LM command line the biases stay unless --disable-bias-linear (arguments.py
+    add_bias_linear defaults to true) while the experts' TP size defaults to TP. Only for
+    Megatron-LM scripts: Megatron-DeepSpeed (--deepspeed) runs DeepSpeed's MoE, and Bridge's
+    and NeMo's model providers set the bias per model."""
+    if fmt != "megatron" or _true(args.get("deepspeed")) or _true(args.get("disable_bias_linear")):
+        return None
+    experts = _int(args.get("num_experts"), "", notes) or 0
+    tp = _int(args.get("tensor_model_parallel_size"), "", notes) or 1
+    etp = _int(args.get("expert_tensor_parallel_size"), "", notes) or tp
+    if experts > 1 and etp > 1:
+        return (
+            f"{experts} experts with biases (no --disable-bias-linear) and expert tensor "
+            f"parallel size {etp}"
+        )
+    return None
 
 
 # The emitter (`plan --emit megatron`, dpguard/frameworks/emit.py): the plan as Megatron-LM
@@ -1072,7 +1093,18 @@ def plan_args(plan: Plan) -> tuple[list[tuple[str, Any]], list[str]]:
 
 
 def _command_lines(plan: Plan) -> tuple[list[str], list[str]]:
+    from dpguard import sizing  # as plan_args imports the planner: once a plan exists
+
     args, notes = plan_args(plan)
+    m, s = plan.manifest, plan.strategy
+    if m.model.is_moe and s is not None and sizing.etp(m, s) > 1:
+        # a Megatron-LM command keeps the biases unless told, and Megatron-core runs an MoE's
+        # biases only at expert TP 1 (FW015): the plan's split experts need them off
+        args.append(("disable_bias_linear", None))
+        notes.append(
+            "--disable-bias-linear: Megatron-core runs an MoE's linear biases only when its "
+            "experts are not split over TP (transformer_config.py), and this plan splits them"
+        )
     lines = ["DPGUARD_PLAN_ARGS=("]
     off = [flag(name) for name, value in args if value == OFF]
     if flag("num_virtual_stages_per_pipeline_rank") in off:  # its other spelling

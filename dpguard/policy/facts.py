@@ -496,6 +496,13 @@ FRAMEWORK = (
         anchor="parallelism.pipeline",
     ),
     _f(
+        "framework.moe_bias_problem",
+        "str",
+        "a Megatron-LM script's MoE that keeps linear biases (no --disable-bias-linear) with its "
+        "experts split over more than one tensor-parallel rank",
+        anchor="parallelism.expert",
+    ),
+    _f(
         "framework.custom_layout",
         "bool",
         "the config places the layers on the stages itself (Megatron's "
