@@ -959,7 +959,7 @@ def _dispatcher(args: Mapping[str, Arg]) -> str | None:
     return None
 
 
-def facts(args: Mapping[str, Arg], fmt: str = "megatron") -> dict[str, Any]:
+def facts(args: Mapping[str, Arg], fmt: str) -> dict[str, Any]:
     """Facts for the framework rules (policies/frameworks.yaml): what the file asks for that
     the normalised manifest cannot say, such as the layers Megatron leaves out."""
     notes: list[Note] = []
