@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -202,6 +202,15 @@ def flavors() -> dict[str, Any]:
         raise ConfigError(exc.message, f"{source}:{exc.position.line}:{exc.position.col}") from None
 
 
+def _etp_problem(values: Mapping[str, Any]) -> str | None:
+    """An expert tensor-parallel degree torchtitan refuses at launch (FW014): ParallelDims
+    (distributed/parallel_dims.py) takes 1 or the tensor-parallel degree only."""
+    etp, tp = values.get("parallelism.expert_tensor"), values.get("parallelism.tensor", 1)
+    if etp is None or etp in (1, tp):
+        return None
+    return f"expert_tensor_parallel_degree {etp} with tensor_parallel_degree {tp}"
+
+
 def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Position]) -> Extract:
     """The values of a parsed job config, section by section (_Reader)."""
     r = _Reader(path, data, where)
@@ -209,7 +218,7 @@ def _extract(path: str, data: dict[str, Any], where: dict[tuple[str, ...], Posit
     layers = r.model()
     local, local_at, steps, steps_at = r.batch(pp, shard, replicate)
     facts, stage_count = r.schedule(pp, pp_at, layers)
-    facts["framework.expert_tensor_problem"] = r.etp_problem
+    facts["framework.expert_tensor_problem"] = _etp_problem(r.found.values)
     r.precision(local_at)
     r.recompute(layers, stage_count)
     r.loss(local_at)
@@ -241,7 +250,6 @@ class _Reader:
         self.put = self.found.put
         self.notes: list[Note] = []
         self.top = Origin(path, Position(1, 1))
-        self.etp_problem: str | None = None  # an expert TP degree torchtitan refuses (FW014)
 
     def find(self, *candidates: tuple[str, ...]) -> tuple[Any, Origin | None]:
         """The first of (table, ..., key) the file sets, with where it is written."""
@@ -308,10 +316,6 @@ class _Reader:
             put("parallelism.expert", ep, ep_at)
         if etp_at is not None:
             put("parallelism.expert_tensor", etp, etp_at)
-            if etp not in (1, tp):  # parallel_dims.py: "either 1 or the same as tp"
-                self.etp_problem = (
-                    f"expert_tensor_parallel_degree {etp} with tensor_parallel_degree {tp}"
-                )
         shard = -1 if shard is None else shard  # default: the ranks left over
         replicate = replicate or 1
         if shard > 0:  # parallel_dims.py: dp_replicate x dp_shard x cp x tp x pp == world size
