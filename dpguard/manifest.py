@@ -154,6 +154,7 @@ class Runtime:
     tensor_parallel_impl: str  # megatron | dtensor
     pipeline_parallel_impl: str  # megatron | torch | deepspeed
     fsdp_gradient_sync: str  # per_microbatch | deferred
+    master_weights: str  # fp32 | bf16_remainder (Apex distributed Adam under NeMo 1)
     # communication kind -> overlapped with compute: the profile's `overlap`, then the
     # manifest's runtime.overlap (the step-time model reads it, dpguard.perf)
     overlap: Mapping[str, bool] = field(default_factory=dict, compare=False)

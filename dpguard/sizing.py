@@ -142,6 +142,12 @@ def _training_setup(t: Training, r: Runtime) -> memory.TrainingSetup:
         recompute_num_layers=t.recompute_num_layers,
         micro_batch_size=t.micro_batch_size,
         optimizer_moment_bytes=2 if t.optimizer_moment_dtype == "bf16" else 4,
+        # remainders complete a 16-bit weight: not under FP8 primary weights or a ZeRO-0
+        # optimizer (NeMo 1 stores full fp32 master weights then; megatron_base_model.py)
+        master_remainders=r.master_weights == "bf16_remainder"
+        and t.precision in ("bf16", "fp8")
+        and t.zero_stage >= 1
+        and not (t.precision == "fp8" and r.fp8_param_gather),
         grad_bytes=2 if r.main_grad_dtype == "bf16" else 4,
         bf16_grads_kept=r.bf16_grads_kept,
         fp8_weights=t.precision == "fp8" and r.fp8_param_gather and not r.parameter_transpose_cache,

@@ -650,6 +650,25 @@ def test_shell_unquoted_array_elements_split_into_words() -> None:
         # NeMo 1: the optimizer's grad_sync_dtype decides the gradient buffer (MLPerf configs)
         ("nemo", "model:\n  optim:\n    grad_sync_dtype: bf16\n", {"main_grad_dtype": "bf16"}),
         ("nemo", "model:\n  optim:\n    grad_sync_dtype: fp32\n", {"main_grad_dtype": "fp32"}),
+        # NeMo 1's master weights: Apex's bf16 remainders (the profile's) unless the config
+        # names another optimizer or keeps whole fp32 ones (megatron_base_model.py)
+        ("nemo", "model:\n  optim:\n    name: distributed_fused_adam\n", {}),
+        ("nemo", "model:\n  optim:\n    name: fused_adam\n", {"master_weights": "fp32"}),
+        (
+            "nemo",
+            "model:\n  optim:\n    name: mcore_distributed_optim\n",
+            {"master_weights": "fp32"},
+        ),
+        (
+            "nemo",
+            "model:\n  optim:\n    name: distributed_fused_adam\n    store_params: true\n",
+            {"master_weights": "fp32"},
+        ),
+        (
+            "nemo",
+            "model:\n  optim:\n    store_param_remainders: false\n",
+            {"master_weights": "fp32"},
+        ),
     ],
 )
 def test_gradient_and_optimizer_precision_and_offload(
@@ -658,7 +677,7 @@ def test_gradient_and_optimizer_precision_and_offload(
     """What decides the model-state bytes: Megatron's --grad-reduce-in-bf16 (Megatron-LM's
     Llama 3 FP8 example), the precision-aware optimizer's moment dtypes (DeepSeek-V3 recipes)
     and optimizer CPU offload, in the command-line and the Megatron-Bridge spellings."""
-    keys = ("main_grad_dtype", "optimizer_moment_dtype", "optimizer_offload")
+    keys = ("main_grad_dtype", "optimizer_moment_dtype", "optimizer_offload", "master_weights")
     assert _training(tmp_path, fmt, text, keys) == expected
 
 

@@ -482,6 +482,17 @@ def test_deepspeed_bf16_optimizer_keeps_the_bf16_gradients_beside_the_fp32_buffe
     )
 
 
+def test_master_weight_remainders_take_two_bytes_of_the_optimizer_states():
+    """Apex's DistributedFusedAdam with store_param_remainders keeps the low 16 bits of each
+    fp32 master weight (the bf16 weight is the high half): 2 + 8 B of optimizer states instead
+    of 4 + 8, sharded like them; weights and gradients do not change."""
+    plain, kept = TrainingSetup(), TrainingSetup(master_remainders=True)
+    assert state_bytes(kept) == (2.0, 4.0, 10.0)
+    assert state_bytes(replace(kept, optimizer_moment_bytes=2)).optimizer == 6.0
+    assert sharded_bytes(kept, 8).optimizer == pytest.approx(10.0 / 8)
+    assert state_bytes(plain).optimizer - state_bytes(kept).optimizer == 2.0
+
+
 def test_fp8_primary_weights_without_a_cached_transpose_take_one_byte():
     """Megatron's --fp8-param-gather keeps FP8 weights; Transformer Engine caches their transpose
     for the backward pass unless --disable-parameter-transpose-cache: 2 B per weight either

@@ -40,7 +40,8 @@ UPDATE = os.environ.get("DPGUARD_UPDATE_GOLDEN") == "1"
 # Table 1 runs; they had been written at ZeRO-1), need their published depth to hold the model
 # states: 529.6B at TP 8 x PP 35 on all three GPU counts, 174.6B within 2x: 35 / 51 / 35.
 # NeMo 24.07's runs written with the bf16 gradient buffer their launcher configs set
-# (optim.grad_sync_dtype: bf16) leave room for NeMo's Llama 2 7B at its published TP 1: 36 / 51 / 36.
+# (optim.grad_sync_dtype: bf16) leave room for NeMo's Llama 2 7B at its published TP 1:
+# 36 / 51 / 36.
 TENSOR_MATCHES, DEPTH_WITHIN_2X, BOTH = 36, 51, 36
 
 

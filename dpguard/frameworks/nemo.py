@@ -19,7 +19,7 @@ from dpguard.frameworks.common import (
 )
 from dpguard.frameworks.emit import framed
 from dpguard.frameworks.megatron import Arg
-from dpguard.frameworks.model import Extract
+from dpguard.frameworks.model import Extract, Origin
 from dpguard.yamlevents import SourceDoc
 
 if TYPE_CHECKING:
@@ -57,6 +57,9 @@ def read(doc: SourceDoc) -> Extract:
         args["train_iters"] = trainer["max_steps"]
     extract = megatron.to_manifest(args, "nemo", doc.name)
     extra, origins = nodes_times_devices(trainer.get("num_nodes"), trainer.get("devices"))
+    full = _full_master_weights(name, optim)
+    if full is not None:
+        extra["runtime.master_weights"], origins["runtime.master_weights"] = "fp32", full
     seqs = config_lengths(
         doc,
         (("model", "encoder_seq_length"), ("model", "seq_length"), ("model", "data", "seq_length")),
@@ -66,6 +69,23 @@ def read(doc: SourceDoc) -> Extract:
         if not seqs
         else seq_facts(with_values(extract, origins, (), extra), seqs)
     )
+
+
+def _full_master_weights(name: Arg | None, optim: dict[str, Arg]) -> Origin | None:
+    """Where the config makes the optimizer keep whole fp32 master weights instead of the
+    profile's bf16 remainders: another optimizer than Apex's distributed Adam (NeMo 1 wraps
+    fused_adam in fp32 main params, mcore_distributed_optim is Megatron-core's), or
+    optim.store_params / store_param_remainders written so (megatron_base_model.py keeps a
+    value the config sets). FP8 primary weights (fp8_params) store fp32 ones too; the memory
+    model applies that from runtime.fp8_param_gather."""
+    if name is not None and name.value != "distributed_fused_adam":
+        return name.origin
+    store, remainders = optim.get("store_params"), optim.get("store_param_remainders")
+    if store is not None and store.value is True:
+        return store.origin
+    if remainders is not None and remainders.value is False:
+        return remainders.origin
+    return None
 
 
 def emit_config(plan: Plan, notes: Sequence[str] = ()) -> str:

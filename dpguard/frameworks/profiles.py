@@ -51,6 +51,7 @@ TRAITS: Mapping[str, Any] = MappingProxyType(
         "tensor_parallel_impl": "megatron",
         "pipeline_parallel_impl": "megatron",
         "fsdp_gradient_sync": "per_microbatch",
+        "master_weights": "fp32",
     }
 )
 

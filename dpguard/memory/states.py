@@ -62,6 +62,9 @@ class TrainingSetup:
     recompute_num_layers: int = 1
     micro_batch_size: int = 1
     optimizer_moment_bytes: int = 4  # 2 for BF16 moments
+    # the optimizer keeps only the 16 bits a bf16 weight lacks of its fp32 master copy
+    # (runtime.master_weights: bf16_remainder): 2 B instead of 4
+    master_remainders: bool = False
     grad_bytes: int = 4  # 2 for BF16 main grads (bf16/fp8 training; fp16 keeps 2 anyway)
     bf16_grads_kept: bool = False  # DeepSpeed's BF16_Optimizer: bf16 grads beside the main grads
     fp8_weights: bool = False  # FP8 primary weights with no cached transpose: 1 B per weight
@@ -114,6 +117,9 @@ def state_bytes(training: TrainingSetup) -> StateBytes:
     --fp8-param-gather) FP8 data plus the transpose Transformer Engine caches for the backward
     pass: 2 B either way, 1 B when that cache is off (--disable-parameter-transpose-cache).
     The embedding and output layer stay BF16 but are priced at 1 B too (a small under-count).
+    Apex's DistributedFusedAdam with store_param_remainders (NeMo 1's choice for bf16 weights
+    under its distributed optimizer) keeps only the low 16 bits of each fp32 master weight,
+    the bf16 weight being its high half: 2 B of master weight instead of 4.
     Without FP8 primary weights, Transformer Engine under Megatron-core caches each weight's
     FP8 cast and its transpose for the step (is_first_microbatch; extensions/transformer_engine.py)
     beside the BF16 weight: 4 B (the embedding, never cast, is priced so too: errs large).
@@ -127,7 +133,8 @@ def state_bytes(training: TrainingSetup) -> StateBytes:
         return StateBytes(2.0, 2.0, 4.0 + moments)
     weights = 1.0 if training.fp8_weights else 4.0 if training.fp8_weight_cache else 2.0
     grads = training.grad_bytes + (2.0 if training.bf16_grads_kept else 0.0)
-    return StateBytes(weights, float(grads), 4.0 + moments)
+    master = 2.0 if training.master_remainders else 4.0
+    return StateBytes(weights, float(grads), master + moments)
 
 
 def step_copy_bytes(training: TrainingSetup) -> float:

@@ -152,6 +152,12 @@ _SPECS = (
         ("per_microbatch", "deferred"),
     ),
     _f(
+        "runtime.master_weights",
+        "str",
+        "the optimizer's fp32 master weights, or only the low 16 bits a bf16 weight lacks",
+        ("fp32", "bf16_remainder"),
+    ),
+    _f(
         "runtime.pipeline_parallel_impl",
         "str",
         "pipeline runtime",
