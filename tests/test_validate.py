@@ -464,6 +464,12 @@ ENUMS = [
         "per_microbatch, deferred",
         " (did you mean 'deferred'?)",
     ),
+    (
+        "runtime.master_weights",
+        "bf16_remainders",
+        "fp32, bf16_remainder",
+        " (did you mean 'bf16_remainder'?)",
+    ),
     ("training.cross_entropy", "blockwise", "fused, unfused, chunked, fused_linear", ""),
     ("training.tensor_parallel_impl", "fsdp", "megatron, dtensor", ""),
     ("training.pipeline_parallel_impl", "gpipe", "megatron, torch, deepspeed", ""),
@@ -897,7 +903,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 107
+    assert len(list(properties(SCHEMA))) == 108
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:
