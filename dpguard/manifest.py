@@ -360,7 +360,9 @@ def build_runtime(data: Mapping[str, Any], framework: str | None = None) -> Runt
         overlap_schedules={
             k: v for k, v in chosen.overlap_schedules.items() if k not in written_overlap
         },
-        sharded_gathers_per_layer=chosen.sharded_gathers_per_layer,
+        sharded_gathers_per_layer=(data.get("runtime") or {}).get(
+            "sharded_gathers_per_layer", chosen.sharded_gathers_per_layer
+        ),
         tensor_groups=chosen.tensor_groups,
         model_parallel_group=chosen.model_parallel_group,
         expert_tensor_follows_tensor=chosen.expert_tensor_follows_tensor,

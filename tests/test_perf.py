@@ -233,6 +233,26 @@ def test_zero3_gathers_cost_more_with_more_ranks(tmp_path: Path) -> None:
     assert large.breakdown_s["dp"] / large.step_time_s > small.breakdown_s["dp"] / small.step_time_s
 
 
+def test_a_run_s_own_count_of_sharded_collectives_replaces_the_profile_s(tmp_path: Path) -> None:
+    """runtime.sharded_gathers_per_layer: DeepSpeed's 2021 ZeRO-3 gathered and reduced every
+    parameter tensor on its own (12 per GPT block against the profile's 6 submodule fetches):
+    twice the ring start-ups, the same bytes."""
+    text = LLAMA_70B.replace("  framework: megatron\n", "  zero_stage: 3\n  framework: deepspeed\n")
+    text = text.replace("  tensor: 8\n  pipeline: 4\n  schedule: 1f1b\n", "  tensor: 1\n")
+    profile = manifest(tmp_path, text)
+    written = manifest(tmp_path, text + "runtime:\n  sharded_gathers_per_layer: 12\n")
+    assert (
+        profile.runtime.sharded_gathers_per_layer,
+        written.runtime.sharded_gathers_per_layer,
+    ) == (
+        6,
+        12,
+    )
+    assert profile.content != written.content
+    slow = predict(written, layout(written)).breakdown_s["dp"]
+    assert slow > predict(profile, layout(profile)).breakdown_s["dp"] > 0
+
+
 def test_expert_all_to_all_over_the_network_is_exposed_unless_overlapped(tmp_path: Path) -> None:
     text = (REPO / "examples" / "frontier-moe.yaml").read_text(encoding="utf-8")
     m = manifest(tmp_path, text)

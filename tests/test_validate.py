@@ -332,6 +332,7 @@ TYPES = [
     ("training.micro_batch_size", "'1'", "an integer", "'1'"),
     ("training.recompute_num_layers", "2.5", "an integer", "2.5"),
     ("training.zero_stage", "1.0", "an integer", "1.0"),
+    ("runtime.sharded_gathers_per_layer", "'12'", "an integer", "'12'"),
     ("training.sequence_parallel", "'false'", "true or false", "'false'"),
     ("training.sequence_parallel", "no", "true or false", "'no'"),
     ("training.recompute_modules", "core_attn", "a list", "'core_attn'"),
@@ -561,6 +562,7 @@ RANGES = [
     ("training.micro_batch_size", "0", 1, "65537", 65536),
     ("training.recompute_num_layers", "0", 1, "100001", 100000),
     ("training.zero_stage", "-1", 0, "4", 3),
+    ("runtime.sharded_gathers_per_layer", "0", 1, "65", 64),
     ("training.optimizer_offload", "-0.5", 0, "1.5", 1),
     ("parallelism.tensor", "0", 1, "1025", 1024),
     ("parallelism.pipeline", "0", 1, "65537", 65536),
@@ -903,7 +905,7 @@ def test_every_schema_property_has_a_description() -> None:
     assert SCHEMA["description"]
     undocumented = [d for d, sub in properties(SCHEMA) if not sub.get("description", "").strip()]
     assert undocumented == []
-    assert len(list(properties(SCHEMA))) == 108
+    assert len(list(properties(SCHEMA))) == 109
 
 
 def test_schema_rejects_unknown_keys_everywhere() -> None:

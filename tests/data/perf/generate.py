@@ -514,7 +514,9 @@ for size, layers, h, heads, pp, rows in (
             "inf",
             "full recompute in both schemes; PTD-P as TP 8 x PP, 1F1B, without a distributed "
             "optimizer (Megatron-LM 2021, as the Table 1 runs); ZeRO-3 as DeepSpeed released it "
-            "in 2021 (no prefetch overlap of its gathers)",
+            "in 2021 (no prefetch overlap of its gathers; one all-gather and one reduce-scatter "
+            "per parameter tensor, 12 per GPT block: partition_parameters.py _all_gather and "
+            "_reduce_scatter_gradients at deepspeedai/DeepSpeed b3870363, April 2021)",
             cluster=cluster(gpus, "A100-80GB", 200),
             model={
                 "layers": layers,
@@ -537,7 +539,11 @@ for size, layers, h, heads, pp, rows in (
             else {"tensor": 8, "pipeline": pp, "schedule": "1f1b"},
             runtime={
                 "flash_attention": False,
-                **({"overlap": {"dp_param_gather": False}} if zero else {}),
+                **(
+                    {"overlap": {"dp_param_gather": False}, "sharded_gathers_per_layer": 12}
+                    if zero
+                    else {}
+                ),
             },
             framework="deepspeed" if zero else "megatron",
             sweep=f"narayanan21-t2-{size}-{gpus}",
