@@ -134,7 +134,7 @@ def test_an_unchanged_file_is_not_a_change(here: Path, capsys: pytest.CaptureFix
         "  layout: 1f1b P=2 M=32 T=1 EP=1 on 64 A100-80GB (dpguard's plan)"
     ]  # a.yaml's details only
     assert lines[-2].startswith(
-        "total over 1 changed file (2 unchanged): GPU-hours 116,053 -> 232,106 (+116,053, +100.0%)"
+        "total over 1 changed file (2 unchanged): GPU-hours 113,739 -> 227,479 (+113,739, +100.0%)"
     )
     assert lines[-1] == "3 manifests checked now: 3 passed, 0 failed (0 errors, 0 warnings)"
 
@@ -143,14 +143,14 @@ def test_an_unchanged_file_is_not_a_change(here: Path, capsys: pytest.CaptureFix
     assert [row.split(" | ")[0] for row in rows] == ["| `a.yaml`"]
     assert "Unchanged: `same.yaml` (passed), `noted.yaml` (passed)." in md
     assert "### `same.yaml`" not in md and "### `noted.yaml`" not in md
-    assert "| **total** | | **116,053 -> 232,106** | **+116,053, +100.0%** |" in md
+    assert "| **total** | | **113,739 -> 227,479** | **+113,739, +100.0%** |" in md
 
     _, data = run(capsys, "review", "--baseline", base, "--format", "json", *files)
     report = json.loads(data)
     statuses = {c["path"]: c["status"] for c in report["changes"]}
     # the contract's status stays the file's: unchanged is byte-identical (docs/policies.md)
     assert statuses == {"a.yaml": "modified", "same.yaml": "unchanged", "noted.yaml": "modified"}
-    assert report["totals"]["gpu_hours_before"] == pytest.approx(116_053, abs=1)
+    assert report["totals"]["gpu_hours_before"] == pytest.approx(113_739, abs=1)
 
     _, out = run(capsys, "review", "--baseline", base, "--format", "markdown", "same.yaml")
     assert "No manifest changed." in out and "| **total**" not in out

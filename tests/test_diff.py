@@ -348,7 +348,7 @@ def test_a_rule_on_the_change_fires_and_stays_silent(
     changes = by_path(data)
     fired = [f for f in changes["big.yaml"]["findings"]["added"] if f["code"] == "COST001"]
     assert [(f["severity"], f["message"]) for f in fired] == [
-        ("error", "this change adds 58,027 GPU-hours (50.0%); bubble +0.00 points")
+        ("error", "this change adds 56,870 GPU-hours (50.0%); bubble +0.00 points")
     ]
     assert changes["small.yaml"]["findings"]["added"] == []
     assert changes["added.yaml"]["findings"]["added"] == []

@@ -438,18 +438,25 @@ for name, gpus, layers, h, heads, mbs, rows in (
                 f"zb-{name}-{sched}-m{m}",
                 samples * 1024,
                 "rep",
-                "vocabulary 51,200; gradient all-reduce absent (DP 1); from the paper's "
-                "launch script (sail-sg/zero-bubble-pipeline-parallelism "
-                "examples/pretrain_zero_bubble.sh): fp16, flash attention, one layer per "
-                "interleaved chunk and --no-overlap-p2p-communication (pipeline sends exposed) as "
-                "that script sets them",
+                "gradient all-reduce absent (DP 1); as the launch script of the paper's time "
+                "sets them (sail-sg/zero-bubble-pipeline-parallelism a99d5541, 2023-11-07, "
+                "examples/pretrain_llama_7b.sh, renamed pretrain_zero_bubble.sh): fp16, "
+                "Megatron's unfused attention (no --use-flash-attn) and the Llama SentencePiece"
+                " tokenizer (GPTSentencePieceTokenizer, vocabulary 32,000: 12 L h^2 + 32,000 h "
+                "gives the paper's model sizes, and its 5.1 gives the first and last stages one"
+                " layer fewer so that the embedding and the loss do not make them the "
+                "bottleneck, which a 51,200 vocabulary would at h = 2,304; so written, the "
+                "memory model reads Table 4's 1F1B and 1F1B-I peaks within 3 %, as "
+                "tests/data/calibration/qi24-* do); one layer per interleaved chunk and "
+                "pipeline sends exposed (the later script's --no-overlap-p2p-communication; the"
+                " paper's 5.2 finds 1F1B-I paying for its extra communication across nodes)",
                 cluster=cluster(gpus, "A100-80GB", 200),
                 model={
                     "layers": layers,
                     "hidden_size": h,
                     "attention_heads": heads,
                     "seq_len": 1024,
-                    "vocab_size": 51200,
+                    "vocab_size": 32000,
                     **GPT,
                 },
                 training={
@@ -457,7 +464,7 @@ for name, gpus, layers, h, heads, mbs, rows in (
                     "micro_batch_size": mbs,
                     "precision": "fp16",
                 },
-                runtime={"overlap": {"pp": False}},
+                runtime={"flash_attention": False, "overlap": {"pp": False}},
                 parallelism={
                     "tensor": 1,
                     "pipeline": gpus,
