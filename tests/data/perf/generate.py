@@ -113,6 +113,41 @@ for name, gpus, layers, h, heads, tp, pp, gbs, tflops in (
         framework="megatron",
     )
 
+# ---- Megatron-LM README strong scaling: the 177B weak-scaling row's model at its batch of 1,152
+# sequences from 96 to 4,608 GPUs (DP 2 to 96: 576 micro-batches per rank down to 12), MFU over
+# the README's FLOP count; the layout is the 177B row's (the README does not restate it)
+for gpus, mfu in ((96, 0.47), (4608, 0.42)):
+    layers, h, s, v = 96, 12288, 4096, 131072
+    per_token = 72 * layers * h * h + 12 * layers * h * s + 6 * v * h
+    case(
+        "mlm-h100-strong-gpt3-175b",
+        f"mlm-strong-177b-{gpus}",
+        mfu * 989e12 / per_token,
+        "inf",
+        "the 177B weak-scaling row's layout, TP 8 x PP 6, interleaved at 2 chunks, micro-batch "
+        "1 (the README does not restate it); GeLU 4h MLP (GPT family); no recompute; MFU over "
+        "the H100 SXM's 989 TFLOP/s dense BF16 peak",
+        cluster=cluster(gpus, "H100-SXM"),
+        model={
+            "layers": layers,
+            "hidden_size": h,
+            "attention_heads": 96,
+            "seq_len": s,
+            "vocab_size": v,
+            **GPT,
+        },
+        training={"global_batch_size": 1152, "micro_batch_size": 1, "precision": "bf16"},
+        parallelism={
+            "tensor": 8,
+            "pipeline": 6,
+            "schedule": "interleaved-1f1b",
+            "virtual_stages": 2,
+        },
+        runtime={"overlap": {"tp": True, "dp_grad_reduce": True, "dp_param_gather": True}},
+        framework="megatron",
+        sweep="mlm-h100-strong-gpt3-175b",
+    )
+
 # ---- Narayanan et al. 2021 Table 1 (A100 80 GB, fp16, full recompute, seq 2048, vocab 51,200)
 for name, gpus, layers, h, heads, tp, pp, gbs, tps in (
     ("1p7b", 32, 24, 2304, 24, 1, 1, 512, 9287.9),
