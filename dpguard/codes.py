@@ -64,6 +64,7 @@ CODES: dict[str, str] = {
     "X032": "unknown framework (training.framework names no profile in policies/frameworks)",
     "X033": "a key written at its deprecated place and at its new one with different values",
     "X034": "a runtime override of a trait the framework does not have",
+    "X035": "an experts' tensor size the stated framework refuses (torchtitan, DeepSpeed: 1 or TP)",
     "F001": "framework config cannot be parsed (syntax, duplicate key, nesting too deep)",
     "F002": "a framework config value dpguard cannot read or model (warning or info)",
     "F003": "a required fact no input provides (add it to a source: manifest or defaults:)",

@@ -400,7 +400,9 @@ def _architecture(raw: Raw, arch: Any) -> Iterator[tuple[str, str, str]]:
 def _runtime(raw: Raw) -> Iterator[tuple[str, str, str]]:
     """The framework names a profile (X032); a key is not written at its deprecated and its
     new place with different values (X033); `runtime:` overrides only traits the framework's
-    profile has (X034: torchtitan has no Transformer Engine weight cache to turn off)."""
+    profile has (X034: torchtitan has no Transformer Engine weight cache to turn off); the
+    experts' tensor size is one the framework accepts (X035: torchtitan's ParallelDims takes 1
+    or TP)."""
     framework = raw.get("training.framework")
     known = profiles.load_profiles()
     if isinstance(framework, str) and framework not in known:
@@ -422,6 +424,19 @@ def _runtime(raw: Raw) -> Iterator[tuple[str, str, str]]:
     if not isinstance(framework, str):
         return  # the default profile has every trait; an unknown one is reported above
     chosen = known[framework]
+    etp = raw.integer("parallelism.expert_tensor")
+    if etp is not None and chosen.expert_tensor_choices:
+        tensor = raw.integer("parallelism.tensor") or 1
+        choices = chosen.expert_tensor_choices
+        if etp not in {tensor if c == "tensor" else c for c in choices}:
+            named = (f"the tensor size ({tensor})" if c == "tensor" else str(c) for c in choices)
+            yield (
+                "parallelism.expert_tensor",
+                "X035",
+                f"parallelism.expert_tensor is {etp}: {chosen.title} accepts only "
+                f"{' or '.join(named)} ({chosen.path} expert_tensor.choices) and refuses "
+                "others at launch",
+            )
     for trait in profiles.TRAITS:
         for where in (f"runtime.{trait}", f"training.{trait}"):
             if raw.has(where) and trait not in chosen.traits:

@@ -1768,6 +1768,28 @@ CROSS: list[tuple[str, str, dict[str, str | None], list[Found]]] = [
         [],
     ),
     (
+        "X035",
+        FULL,
+        {"training.tokens": "14.8T\n  framework: torchtitan", "parallelism.expert_tensor": "2"},
+        [
+            (
+                "X035",
+                LINE["parallelism.expert_tensor"] + 1,
+                3,
+                "parallelism.expert_tensor is 2: torchtitan accepts only 1 or the tensor size "
+                "(1) (policies/frameworks/torchtitan.yaml expert_tensor.choices) and refuses "
+                "others at launch",
+            )
+        ],
+    ),
+    # Megatron-LM takes any size EP x ETP divides
+    (
+        "X035-ok",
+        FULL,
+        {"training.tokens": "14.8T\n  framework: megatron", "parallelism.expert_tensor": "2"},
+        [],
+    ),
+    (
         "X021",
         GQA,
         {"model.kv_heads": "3"},

@@ -80,6 +80,9 @@ class Profile:
     # the routed experts' tensor-parallel size when a manifest writes none (`expert_tensor`):
     # the tensor size where it divides (Megatron-LM's default), else 1
     expert_tensor_follows_tensor: bool = True
+    # the only expert tensor sizes the framework accepts (`expert_tensor.choices`: 1 and
+    # "tensor"), where it refuses others at launch; empty: any
+    expert_tensor_choices: tuple[int | str, ...] = ()
     path: str = ""  # the file it is defined in (policies/frameworks/NAME.yaml, or a team's)
     reads: str | None = None  # a team profile: the shipped framework whose configs it judges
 
@@ -320,6 +323,7 @@ def _build(name: str, raw: Mapping[str, tuple[str, dict[str, Any]]]) -> Profile:
         model_parallel_group=bool(groups.get("model_parallel", False)),
         expert_tensor_follows_tensor=data.get("expert_tensor", {}).get("default", "tensor")
         == "tensor",
+        expert_tensor_choices=tuple(data.get("expert_tensor", {}).get("choices", ())),
         reads=meta.get("reads"),
     )
 
