@@ -350,7 +350,8 @@ def build_runtime(data: Mapping[str, Any], framework: str | None = None) -> Runt
     chosen = profiles.profile(framework or stated)
     written = runtime_overrides(data)
     applied = chosen.runtime(written, stated is not None)
-    written_overlap = (data.get("runtime") or {}).get("overlap") or {}
+    section = data.get("runtime") or {}
+    written_overlap = section.get("overlap") or {}
     overlap = {**chosen.overlap, **written_overlap}
     return Runtime(
         profile=chosen.name,
@@ -360,7 +361,7 @@ def build_runtime(data: Mapping[str, Any], framework: str | None = None) -> Runt
         overlap_schedules={
             k: v for k, v in chosen.overlap_schedules.items() if k not in written_overlap
         },
-        sharded_gathers_per_layer=(data.get("runtime") or {}).get(
+        sharded_gathers_per_layer=section.get(
             "sharded_gathers_per_layer", chosen.sharded_gathers_per_layer
         ),
         tensor_groups=chosen.tensor_groups,
