@@ -704,7 +704,7 @@ case(
 # (examples/llm_benchmark/deepseek/deepseek_v3_te_deepep.yaml, 32 nodes, local batch 4) sets
 # activation_checkpointing: true, its 1,024-GPU one does not. Written with full recompute, both
 # rows read 24-34 % slow, most of it the expert all-to-all (5.9 of the 256-GPU row's 8.2 s
-# step), so the rows keep the table's silence: no recompute, and the note says so.
+# step), so the rows keep the table's silence (no recompute), and their headers say so.
 for stem, gpus, gbs, pp, vpp, ga, tps in (
     ("automodel-dsv3-1024xh100", 1024, 8192, 4, 8, 4, 865),
     ("automodel-dsv3-256xh100", 256, 512, 4, 8, 1, 1002),
