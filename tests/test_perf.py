@@ -248,6 +248,19 @@ def test_a_run_s_own_count_of_sharded_collectives_replaces_the_profile_s(tmp_pat
     assert slow > predict(profile, layout(profile)).breakdown_s["dp"] > 0
 
 
+def test_master_weight_remainders_move_fewer_optimizer_bytes(tmp_path: Path) -> None:
+    """NeMo 1's bf16 master-weight remainders (runtime.master_weights) read and write 2 + 2 B
+    of master weight per parameter instead of 4 + 4: the step moves 30 B, not 34."""
+    text = LLAMA_70B.replace("  framework: megatron\n", "  framework: nemo\n")
+    nemo = manifest(tmp_path, text)
+    fp32 = manifest(tmp_path, text + "runtime:\n  master_weights: fp32\n")
+    ratio = (
+        predict(nemo, layout(nemo)).breakdown_s["optimizer"]
+        / predict(fp32, layout(fp32)).breakdown_s["optimizer"]
+    )
+    assert ratio == pytest.approx(30 / 34, rel=1e-2)
+
+
 def test_expert_all_to_all_over_the_network_is_exposed_unless_overlapped(tmp_path: Path) -> None:
     text = (REPO / "examples" / "frontier-moe.yaml").read_text(encoding="utf-8")
     m = manifest(tmp_path, text)

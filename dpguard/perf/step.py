@@ -428,12 +428,11 @@ def _data_parallel(c: _Context, slow: _Costs) -> tuple[float, float]:
             gather = calls * latency + share * count * weight / bw
             exposed += _exposed(gather, slow.forward, gathers, res)
     o = d["optimizer"]
-    moments = (
-        "bytes_per_param_bf16_moments"
-        if m.training.optimizer_moment_dtype == "bf16"
-        else ("bytes_per_param")
-    )
-    return exposed, local * float(o[moments]) / c.hw.hbm
+    bf16_moments = m.training.optimizer_moment_dtype == "bf16"
+    per_param = float(o["bytes_per_param_bf16_moments" if bf16_moments else "bytes_per_param"])
+    if sizing.training_setup(m).master_remainders:
+        per_param -= float(o["master_remainder_saving"])
+    return exposed, local * per_param / c.hw.hbm
 
 
 def model_flops_per_token(arch: memory.Architecture) -> float:
