@@ -1128,6 +1128,20 @@ def test_the_memory_margin_is_policy_data(tmp_path, policies):
     assert full.memory.worst.total / GIB == pytest.approx(69.35, abs=0.01)
 
 
+def test_the_near_tie_rule_is_policy_data(tmp_path, policies):
+    """NeMo 24.07's GPT-3 175B on 128 H100, planned without its layout: the step-time model
+    prices NeMo's TP 4 x PP 8 within 5 % of TP 8 x PP 4, so the rule decides. The shipped
+    `near_tie: shallower_pipeline` plans TP 8 x PP 4; a team that writes `smaller_tensor` gets
+    NeMo's TP 4 x PP 8."""
+    doc = yaml.safe_load((PERF / "nemo-gpt3-175b-128xh100.yaml").read_text(encoding="utf-8"))
+    del doc["parallelism"], doc["training"]["micro_batch_size"]
+    path = write(tmp_path, doc)
+    shipped = plan_of(path, policies)
+    assert (shipped.tensor, shipped.pipeline) == (8, 4)
+    team = plan_of(path, _layered(tmp_path, policies, near_tie="smaller_tensor"))
+    assert (team.tensor, team.pipeline) == (4, 8)
+
+
 @pytest.mark.parametrize(
     ("accelerator", "per_node", "largest"), [("H100-SXM", 8, 8), ("GB200", 4, 16)]
 )

@@ -460,9 +460,10 @@ def _fastest(
     """The fastest step by the step-time model (dpguard.perf; at a fixed GPU count and token
     budget GPU-hours are proportional to it); among layouts within the policy's
     `step_time_tolerance` of it (closer than the model can tell apart: no calibrated sweep
-    trades tensor against pipeline size), the practitioners' rule (Narayanan et al. 2021, arXiv
-    2104.04473 §3.3, takeaway 1: tensor parallelism up to the scale-up domain, then as shallow
-    a pipeline as fits): the shallower pipeline, then the smaller tensor size, then the fewer
+    trades tensor against pipeline size), the practitioners' rule the policy's `near_tie` names
+    (shipped: Narayanan et al. 2021, arXiv 2104.04473 §3.3, takeaway 1: tensor parallelism up
+    to the scale-up domain, then as shallow a pipeline as fits): the shallower pipeline, then
+    the smaller tensor size (`smaller_tensor`: the other way round), then the fewer
     chunks per rank, then the larger expert-parallel size (the rule before EP was searched: the
     fewest experts per GPU), then the framework's own expert tensor size. A custom accelerator
     without the bandwidths the model needs has no prediction for any layout: its layouts are ranked
@@ -475,11 +476,15 @@ def _fastest(
     best = min(times)
     tolerance = float(settings["planner"].get("step_time_tolerance", 0.0))
     close = [c for c, s in zip(fitting, times, strict=True) if s <= best * (1 + tolerance)]
+    tensor_first = settings["planner"].get("near_tie") == "smaller_tensor"
     chosen = min(
         close,
         key=lambda c: (
-            c.strategy.pipeline,
-            c.strategy.tensor,
+            *(
+                (c.strategy.tensor, c.strategy.pipeline)
+                if tensor_first
+                else (c.strategy.pipeline, c.strategy.tensor)
+            ),
             c.strategy.virtual_stages,
             -c.strategy.expert,
             c.strategy.expert_tensor != 0,
