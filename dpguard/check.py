@@ -197,21 +197,33 @@ def judge(manifest: Manifest, policies: Policies, page: bool = False) -> tuple[O
 def judge_unplanned(manifest: Manifest, policies: Policies) -> Outcome:
     """`judge`'s verdict for an output that prints no plan (the hook's --quiet, SARIF, JUnit):
     feasibility and the schedule come from the first layout that fits, and the planner's full
-    search runs only if a rule reads the plan's numbers (ADV003's GPU-hours)."""
-    from dpguard.planner.plan import make_plan, recommended_schedule
+    search runs only if a rule reads the plan's numbers (ADV003's GPU-hours). Where the
+    proposal's schedule is one the policy accepts, or there is none, the schedule decides
+    nothing the shipped rules judge: one pass of the search that shows a fit settles it."""
+    from dpguard.planner.plan import feasibility_shown, make_plan, recommended_schedule
     from dpguard.policy.engine import LazyFacts, evaluate, judge_planned
     from dpguard.policy.facts import manifest_facts
 
     outcome = evaluate(policies, manifest, manifest_facts(manifest))
+
+    def plan_facts() -> dict[str, Any]:
+        return planned_facts(make_plan(manifest, outcome, policies), outcome)
+
+    p, decision = manifest.parallelism, outcome.decision
+    proposed = p.schedule if p is not None else None
+    if (
+        proposed is None or (decision is not None and proposed in decision.acceptable)
+    ) and feasibility_shown(manifest, outcome, policies):
+        # Whatever schedule the plan names, the proposal is one the policy accepts (or there is
+        # none): only feasibility decides the shipped rules, and a probe showed it. The
+        # schedule is computed with the plan's numbers, if a rule reads it.
+        facts = _outline_facts(manifest, outcome, "", None)  # "": some schedule, pending
+        pending = _NUMBERS | {"plan.recommended_schedule"}
+        return judge_planned(policies, manifest, outcome, LazyFacts(facts, pending, plan_facts))
     recommended = recommended_schedule(manifest, outcome, policies)
     if recommended is None:  # the reason needs the plan's notes; the search is remembered
-        plan = make_plan(manifest, outcome, policies)
-        return judge_planned(policies, manifest, outcome, planned_facts(plan, outcome))
-    lazy = LazyFacts(
-        _outline_facts(manifest, outcome, recommended, None),
-        _NUMBERS,
-        lambda: planned_facts(make_plan(manifest, outcome, policies), outcome),
-    )
+        return judge_planned(policies, manifest, outcome, plan_facts())
+    lazy = LazyFacts(_outline_facts(manifest, outcome, recommended, None), _NUMBERS, plan_facts)
     return judge_planned(policies, manifest, outcome, lazy)
 
 

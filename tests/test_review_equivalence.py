@@ -99,12 +99,14 @@ def test_a_review_that_shows_no_plan_reports_the_same_findings(corpus: list[Path
 
 
 def test_the_first_layout_that_fits_names_the_plans_schedule(corpus: list[Path]) -> None:
-    from dpguard.planner.plan import make_plan, recommended_schedule
+    """... and the one-pass probe (planner.plan.feasibility_shown) shows a fit only where the
+    plan has one, and shows most of them (else it is cost without use)."""
+    from dpguard.planner.plan import feasibility_shown, make_plan, recommended_schedule
     from dpguard.policy.engine import evaluate
     from dpguard.policy.facts import manifest_facts
 
     catalog, policies = load_catalog(), load_policies()
-    checked = 0
+    checked = shown = feasible_plans = 0
     for path in corpus:
         result = check_file(str(path), catalog, policies)
         if result.manifest is None or result.plan is None:
@@ -116,5 +118,42 @@ def test_the_first_layout_that_fits_names_the_plans_schedule(corpus: list[Path])
         assert recommended_schedule(m, outcome, policies) == (
             plan.schedule if feasible else None
         ), _name(path)
-        checked += 1
+        if feasibility_shown(m, outcome, policies):
+            assert feasible, _name(path)
+            shown += 1
+        checked, feasible_plans = checked + 1, feasible_plans + feasible
     assert checked > 500
+    assert shown > 0.9 * feasible_plans, (shown, feasible_plans)
+
+
+def test_a_rule_that_reads_the_schedule_gets_the_plans_without_a_plan_shown(
+    tmp_path: Path,
+) -> None:
+    """Without a proposal the shipped rules read only feasibility, so a review that shows no
+    plan leaves the schedule pending; a team's rule that reads it gets the plan's."""
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        """apiVersion: dpguard/v1
+kind: PolicySet
+metadata: {name: team, version: 1.0.0, owner: platform}
+rules:
+  - id: TEAM001
+    kind: advise
+    title: names the planned schedule
+    when: {fact: plan.feasible, equals: true}
+    message: "planned {{ plan.recommended_schedule }}"
+    docs: What the platform team runs is the plan.
+""",
+        encoding="utf-8",
+    )
+    policies = load_policies([str(team)])
+    manifest = ROOT / "examples" / "large-dense.yaml"
+    doc = manifest.read_text(encoding="utf-8").split("\nparallelism:")[0] + "\n"
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(doc, encoding="utf-8")
+    shown = check_file(str(bare), None, policies)
+    quiet = check_file(str(bare), None, policies, plan_shown=False)
+    assert shown.plan is not None and shown.plan.schedule
+    said = [f.message for f in quiet.findings if f.code == "TEAM001"]
+    assert said == [f"planned {shown.plan.schedule}"]
+    assert [f.format() for f in quiet.findings] == [f.format() for f in shown.findings]

@@ -24,7 +24,7 @@ from dpguard.findings import Severity
 from dpguard.frameworks import profiles
 from dpguard.manifest import Manifest, Parallelism
 from dpguard.perf import predicted
-from dpguard.planner.search import Candidate, search
+from dpguard.planner.search import Candidate, search, shown_feasible
 from dpguard.policy.engine import Outcome, evaluate
 from dpguard.policy.facts import SCHEDULES, manifest_facts
 from dpguard.policy.model import Policies
@@ -406,6 +406,13 @@ def recommended_schedule(manifest: Manifest, outcome: Outcome, policies: Policie
         manifest, order.schedules, policies.settings, pipeline_needed, True, order.in_place
     )
     return found.candidate.strategy.schedule if found.candidate is not None else None
+
+
+def feasibility_shown(manifest: Manifest, outcome: Outcome, policies: Policies) -> bool:
+    """Whether `make_plan` finds a layout, where one pass of its search shows it cheaply
+    (search.shown_feasible); False: not shown."""
+    _, order, pipeline_needed = _search_space(manifest, outcome, None, policies.settings)
+    return shown_feasible(manifest, order.schedules, policies.settings, pipeline_needed)
 
 
 def make_plan(

@@ -533,10 +533,12 @@ def _search_layout(
     attempt: _Attempt,
     first_only: bool = False,
     in_place: tuple[str, ...] = (),
+    any_schedule: bool = False,
 ) -> SearchResult:
     """Plan for the first schedule of `schedules` that some P admits (see module docstring);
     `first_only`: any layout of that schedule that fits, not the fastest; `in_place`: the
-    schedules that may replace it at the layout chosen (`_in_place`)."""
+    schedules that may replace it at the layout chosen (`_in_place`); `any_schedule`: any
+    layout that fits, whichever schedule (or none) the plan would name."""
     p = manifest.parallelism
     fixed_tensor = p is not None and ("parallelism", "tensor") in manifest.source.keys
     domain = manifest.tensor_domain
@@ -570,9 +572,11 @@ def _search_layout(
         if unpipelined_allowed(manifest, settings)
         else []
     )
+    if flat and any_schedule:
+        return SearchResult(flat[0], tuple(notes))
     # which schedule the plan names then depends on the step times: the first pipelined
     # layout that fits no longer tells
-    first_only = first_only and not flat
+    first_only = (first_only or any_schedule) and not flat
     for schedule in schedules:
         why = []
         found_all = (
@@ -813,6 +817,41 @@ def _describe(changes: dict[str, Any]) -> tuple[str, ...]:
 
 
 _SEARCHED: PerSettings[SearchResult] = PerSettings()
+_SHOWN: PerSettings[bool] = PerSettings()
+
+
+def shown_feasible(
+    manifest: Manifest,
+    schedules: tuple[str, ...],
+    settings: Mapping[str, Any],
+    pipeline_needed: bool,
+) -> bool:
+    """Whether some layout fits, shown by the search's most permissive pass alone (every lever
+    on, the larger of the margin and the usable memory), at its first fit: what a review needs
+    when a verdict reads only feasibility. That pass is one of `_search`'s, which stops at the
+    first pass with a fit, so True is exact and the search finds a layout too (memory is not
+    assumed to fall with each lever: a fit found here is enough). False: not shown; the search
+    decides (it also tries 1F1B as the last resort)."""
+    key = (manifest.content, schedules, pipeline_needed)
+    return _SHOWN.get(settings, key, lambda: _shown(manifest, schedules, settings, pipeline_needed))
+
+
+def _shown(
+    manifest: Manifest,
+    schedules: tuple[str, ...],
+    settings: Mapping[str, Any],
+    pipeline_needed: bool,
+) -> bool:
+    changes = _lever_steps(manifest)[-1]
+    share = max(float(settings["planner"].get("memory_margin", 1.0)), 1.0)
+    switched = _switched(manifest, changes)
+    # as `_search` decides it for this pass: a lever that makes the state fit one GPU drops
+    # the pipeline
+    needed = pipeline_needed and not (changes and sizing.model_fits_one_gpu(switched, settings))
+    limit = share * sizing.usable_bytes(manifest, settings)
+    attempt = _Attempt(limit, [], {}, {}, {})
+    found = _search_layout(switched, schedules, settings, needed, attempt, any_schedule=True)
+    return found.candidate is not None
 
 
 def search(
