@@ -13,7 +13,8 @@ Each row alternates dpguard and the baseline at least 7 times (run.py's `_altern
 and the median pair ratio), for the batch and for one file of it, so that the per-file cost is
 reported apart from start-up: (batch - one file) / (files - 1), for both tools, and the CPU
 time of the whole batch beside its wall time (dpguard judges a batch on every usable core,
-dpguard.workers; one row keeps it to one process, `--jobs 1`). `review`
+dpguard.workers; two rows keep it to one process, `--jobs 1`: `review`, reported, and the
+hook, a target, as pre-commit runs it: one process per share of the files). `review`
 prints the plan of every file (text); the hook (`--only-manifests --quiet`) prints none, and
 review then runs the full search only where a rule reads it. Cold rows give every dpguard run
 an empty cache directory (DPGUARD_CACHE_DIR), as on a fresh CI runner; warm rows the per-user
@@ -39,6 +40,9 @@ BATCH_BUDGET = 0.7  # ratio to check-jsonschema, 500 files in one call (batch an
 SINGLE_BUDGET = 1.0  # ratio to check-jsonschema, one file, cold process
 RSS_BUDGET_MIB = 100  # peak RSS of review over 2,000 files
 ONE_PROCESS = "review realistic, one process"  # reported, not a target
+# pre-commit splits the files over the cores and runs each share as one dpguard process
+# (PRE_COMMIT set: dpguard.workers starts no workers), so the hook's budget holds per process
+PRE_COMMIT_HOOK = "hook realistic, one process (as pre-commit runs it)"
 
 UNPLANNED = """apiVersion: dpguard/v1
 kind: TrainingManifest
@@ -141,6 +145,9 @@ def measure(
     )
     for name in ("realistic", "copies"):
         rows[f"hook {name}"] = _row(alternate, hook, base, sets[name], runs, False)
+    rows[PRE_COMMIT_HOOK] = _row(
+        alternate, [*hook, "--jobs", "1"], base, sets["realistic"], runs, False
+    )
     rows["review realistic, cold cache"] = _row(
         alternate, review, base, sets["realistic"], runs, True
     )

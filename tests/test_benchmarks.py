@@ -41,6 +41,7 @@ def test_quick_suite_writes_every_section(tmp_path: Path) -> None:
         "review realistic, cold cache",
         "hook realistic, cold cache",
         "review realistic, one process",
+        "hook realistic, one process (as pre-commit runs it)",
     }
     assert all(
         row["files"] == 4 and row["dpguard_per_file_ms"] is not None for row in cost.values()
