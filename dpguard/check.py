@@ -204,7 +204,7 @@ def judge_unplanned(manifest: Manifest, policies: Policies) -> Outcome:
     from dpguard.policy.engine import LazyFacts, evaluate, judge_planned
     from dpguard.policy.facts import manifest_facts
 
-    outcome = evaluate(policies, manifest, manifest_facts(manifest))
+    outcome = evaluate(policies, manifest, manifest_facts(manifest), shown=False)
 
     def plan_facts() -> dict[str, Any]:
         return planned_facts(make_plan(manifest, outcome, policies), outcome)

@@ -423,7 +423,10 @@ def _fitting_pipelines(
     for v in _virtuals(schedule, virtual, settings):
         cap = _cap(manifest, schedule, v, settings)
         first: int | None = None  # the smallest depth that fits at this T and v
-        for pipe in _pipelines(manifest, tensor, context, settings, cap):
+        depths = list(_pipelines(manifest, tensor, context, settings, cap))
+        if first_only:  # any depth will do: the deepest, the least memory per GPU, first
+            depths.reverse()
+        for pipe in depths:
             split, is_even = _splits(manifest, SCHEDULES[schedule].stages(pipe, v))
             if first is not None and pipe > _DEEPEST * first:
                 if even or not prefer_even:
@@ -581,8 +584,9 @@ def _search_layout(
         why = []
         found_all = (
             found
-            for t in tensors
-            for c in contexts
+            # any layout will do: the widest, the least memory per GPU, first
+            for t in (tensors[::-1] if first_only else tensors)
+            for c in (contexts[::-1] if first_only else contexts)
             for found in _fitting_pipelines(
                 manifest, schedule, t, c, virtual, settings, why, attempt, first_only
             )

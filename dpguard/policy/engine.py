@@ -70,12 +70,22 @@ def _finding(
     return Finding(path, line, col, rule.id, severity, message, kind=rule.kind)
 
 
+# the proposal's numbers the decision line and the plan page print, whatever the rules read
+_PRINTED = frozenset(("proposal.bubble", "proposal.gpu_hours"))
+
+
 def evaluate(
-    policies: Policies, manifest: Manifest, base_facts: Mapping[str, Any], priced: bool = True
+    policies: Policies,
+    manifest: Manifest,
+    base_facts: Mapping[str, Any],
+    priced: bool = True,
+    shown: bool = True,
 ) -> Outcome:
     """The decision, refusals and findings for `manifest`. `priced` False, for callers that
     keep only which rules fired, leaves out the memory remedies (four more estimates) and the
-    findings' messages (one of them may need Jinja to render)."""
+    findings' messages (one of them may need Jinja to render). `shown` False, for a report that
+    prints no decision line or plan: the proposal's bubble and GPU-hours (a simulation and a
+    step-time prediction) are computed only if a rule reads them."""
     facts = dict(base_facts)
     findings: list[Finding] = []
     decision = next((r for r in policies.by_kind("decision") if r.when.holds(facts)), None)
@@ -131,6 +141,8 @@ def evaluate(
     )
     facts["proposal.refused"] = None if proposed is None else proposal_refusal is not None
     uses = policies.uses if priced else policies.uses - {"proposal.memory_remedies"}
+    if shown:
+        uses |= _PRINTED
     facts.update(sized_facts(manifest, policies.settings, schedule, uses))
     findings += _judged(policies, manifest, facts, planned=False, worded=priced)
     return Outcome(decision, schedule, tuple(redirects), tuple(sorted(findings)), facts)

@@ -839,7 +839,9 @@ def sized_facts(
             facts["proposal.memory_remedies"] = (
                 "; ".join(f"{change} -> {gib:.1f} GiB" for change, gib in priced) or None
             )
-    runs: list[tuple[str, str | None]] = [("proposal", schedule)]
+    runs: list[tuple[str, str | None]] = []
+    if {"proposal.bubble", "proposal.gpu_hours"} & uses:
+        runs.append(("proposal", schedule))
     if {"plan.bubble", "plan.gpu_hours"} & uses:  # no shipped rule reads them: simulated lazily
         runs.append(("plan", plan_schedule))
     if per_schedule:
