@@ -25,7 +25,7 @@ from dpguard.errors import ConfigError
 from dpguard.findings import Finding, Severity
 from dpguard.manifest import Manifest
 from dpguard.policy.conditions import Condition, leaves
-from dpguard.policy.facts import CHANGE_FACTS, PLANNED, sized_facts, spec_of
+from dpguard.policy.facts import CHANGE_FACTS, PLANNED, PRICED, sized_facts, spec_of
 from dpguard.policy.model import KIND_SEVERITY, Policies, Rule
 from dpguard.policy.templates import render_message
 
@@ -68,10 +68,6 @@ def _finding(
             f"message of rule {rule.id} cannot be rendered: {exc}", rule.location
         ) from None
     return Finding(path, line, col, rule.id, severity, message, kind=rule.kind)
-
-
-# the proposal's numbers the decision line and the plan page print, whatever the rules read
-_PRINTED = frozenset(("proposal.bubble", "proposal.gpu_hours"))
 
 
 def evaluate(
@@ -142,7 +138,7 @@ def evaluate(
     facts["proposal.refused"] = None if proposed is None else proposal_refusal is not None
     uses = policies.uses if priced else policies.uses - {"proposal.memory_remedies"}
     if shown:
-        uses |= _PRINTED
+        uses |= PRICED  # the decision line and the plan page print them
     facts.update(sized_facts(manifest, policies.settings, schedule, uses))
     findings += _judged(policies, manifest, facts, planned=False, worded=priced)
     return Outcome(decision, schedule, tuple(redirects), tuple(sorted(findings)), facts)

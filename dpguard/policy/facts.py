@@ -763,6 +763,10 @@ def _floor_facts(manifest: Manifest, settings: Mapping[str, Any]) -> dict[str, A
     }
 
 
+# the proposal's simulated bubble and its GPU-hours by the step-time model
+PRICED = frozenset(("proposal.bubble", "proposal.gpu_hours"))
+
+
 def sized_facts(
     manifest: Manifest,
     settings: Mapping[str, Any],
@@ -839,9 +843,7 @@ def sized_facts(
             facts["proposal.memory_remedies"] = (
                 "; ".join(f"{change} -> {gib:.1f} GiB" for change, gib in priced) or None
             )
-    runs: list[tuple[str, str | None]] = []
-    if {"proposal.bubble", "proposal.gpu_hours"} & uses:
-        runs.append(("proposal", schedule))
+    runs: list[tuple[str, str | None]] = [("proposal", schedule)] if PRICED & uses else []
     if {"plan.bubble", "plan.gpu_hours"} & uses:  # no shipped rule reads them: simulated lazily
         runs.append(("plan", plan_schedule))
     if per_schedule:
