@@ -287,7 +287,9 @@ def validate(doc: SourceDoc, catalog: Catalog, composed: bool = False) -> list[F
     from a framework config has had its missing keys reported already (F003), so S002 is
     left out, and so is X029: its counts are read or derived from the config (a debug model
     of 800K parameters), not bare numbers a person wrote without a suffix. X035 too: the
-    framework's own rule (FW014) judges the experts' tensor size a config sets, at its key."""
+    framework's own rule (FW014) judges the experts' tensor size a config sets, at its key.
+    Both still judge what the manifest beside the config or the defaults write
+    (`SourceDoc.written`)."""
     findings: list[Finding] = []
     broken: set[Path] = set()
     problems = () if _valid()(doc.data) else schema_problems(_validator(), doc)
@@ -310,7 +312,7 @@ def validate(doc: SourceDoc, catalog: Catalog, composed: bool = False) -> list[F
             )
     for where, code, message in cross_field_problems(Raw(doc, broken), catalog):
         path = tuple(where.split("."))
-        if composed and code in ("X029", "X035"):
+        if composed and code in ("X029", "X035") and path not in (doc.written or ()):
             continue
         findings.append(Finding(doc.file(path), *doc.position(path), code, Severity.ERROR, message))
     return sorted(set(findings))

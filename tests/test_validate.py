@@ -2639,3 +2639,30 @@ def test_every_code_is_documented() -> None:
     docs = (REPO / "docs" / "manifest.md").read_text(encoding="utf-8")
     assert [c for c in codes.CODES if f"`{c}`" not in docs] == []
     assert [d for d, _sub in properties(SCHEMA) if f"`{d}`" not in docs] == []
+
+
+def test_the_experts_tensor_size_a_manifest_writes_beside_a_config_is_judged(
+    tmp_path: Path,
+) -> None:
+    """X035 leaves the size a framework config sets to the framework's own rule (FW014), but
+    the size the manifest pointing at that config writes is the person's: judged at its line."""
+    config = Path(__file__).parent / "data" / "frameworks" / "torchtitan_llama3_70b.toml"
+    (tmp_path / "cfg.toml").write_text(config.read_text(encoding="utf-8"), encoding="utf-8")
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        "apiVersion: dpguard/v1\n"
+        "kind: TrainingManifest\n"
+        "metadata: {name: beside}\n"
+        "source: {path: cfg.toml}\n"
+        "cluster: {gpus: 64, gpus_per_node: 8, accelerator: H100-SXM,\n"
+        "  interconnect: {inter_node_gbps_per_gpu: 400}}\n"
+        "parallelism:\n"
+        "  expert_tensor: 2\n",
+        encoding="utf-8",
+    )
+    found = [f.format() for f in check_file(str(manifest)).findings if f.code == "X035"]
+    assert len(found) == 1 and found[0].startswith(f"{manifest}:8:3: error X035 ")
+    assert "the tensor size (8)" in found[0]
+    # the config alone: its tensor size is its own, and nothing writes the experts' size
+    alone = check_file(str(tmp_path / "cfg.toml")).findings
+    assert not [f for f in alone if f.code == "X035"]

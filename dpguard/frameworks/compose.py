@@ -40,6 +40,9 @@ def compose(
     data: dict[str, Any] = {}
     keys: dict[Path, Position] = {}
     files: dict[Path, str] = {}
+    defaults = tuple(defaults)
+    hand = {d.name for d in defaults} | ({manifest.name} if manifest is not None else set())
+    written: set[Path] = set()
     findings = [
         Finding(n.origin.file, *n.origin.position, n.code, n.severity, n.message)
         for n in extract.notes
@@ -58,6 +61,8 @@ def compose(
                     files[prefix] = origin.file
         node[path[-1]] = value
         keys[path] = origin.position
+        if origin.file in hand:
+            written.add(path)
         if origin.file != name:
             files[path] = origin.file
 
@@ -106,7 +111,7 @@ def compose(
     _derive_params(data, keys, files, name)
     at = manifest.position(("source",)) if manifest is not None else Position(1, 1)
     findings += _unsaid(extract, data, name, at)
-    return SourceDoc(name, data, keys, dict(keys), files), findings
+    return SourceDoc(name, data, keys, dict(keys), files, frozenset(written)), findings
 
 
 def _unsaid(extract: Extract, data: Mapping[str, Any], name: str, at: Position) -> list[Finding]:
