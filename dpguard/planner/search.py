@@ -836,26 +836,19 @@ def shown_feasible(
     first pass with a fit, so True is exact and the search finds a layout too (memory is not
     assumed to fall with each lever: a fit found here is enough). False: not shown; the search
     decides (it also tries 1F1B as the last resort)."""
-    key = (manifest.content, schedules, pipeline_needed)
-    return _SHOWN.get(settings, key, lambda: _shown(manifest, schedules, settings, pipeline_needed))
 
+    def shown() -> bool:
+        changes = _lever_steps(manifest)[-1]
+        share = max(float(settings["planner"].get("memory_margin", 1.0)), 1.0)
+        switched = _switched(manifest, changes)
+        # as `_search` decides it for this pass: a lever that makes the state fit one GPU
+        # drops the pipeline
+        needed = pipeline_needed and not (changes and sizing.model_fits_one_gpu(switched, settings))
+        attempt = _Attempt(share * sizing.usable_bytes(manifest, settings), [], {}, {}, {})
+        found = _search_layout(switched, schedules, settings, needed, attempt, any_schedule=True)
+        return found.candidate is not None
 
-def _shown(
-    manifest: Manifest,
-    schedules: tuple[str, ...],
-    settings: Mapping[str, Any],
-    pipeline_needed: bool,
-) -> bool:
-    changes = _lever_steps(manifest)[-1]
-    share = max(float(settings["planner"].get("memory_margin", 1.0)), 1.0)
-    switched = _switched(manifest, changes)
-    # as `_search` decides it for this pass: a lever that makes the state fit one GPU drops
-    # the pipeline
-    needed = pipeline_needed and not (changes and sizing.model_fits_one_gpu(switched, settings))
-    limit = share * sizing.usable_bytes(manifest, settings)
-    attempt = _Attempt(limit, [], {}, {}, {})
-    found = _search_layout(switched, schedules, settings, needed, attempt, any_schedule=True)
-    return found.candidate is not None
+    return _SHOWN.get(settings, (manifest.content, schedules, pipeline_needed), shown)
 
 
 def search(
