@@ -312,7 +312,7 @@ def validate(doc: SourceDoc, catalog: Catalog, composed: bool = False) -> list[F
             )
     for where, code, message in cross_field_problems(Raw(doc, broken), catalog):
         path = tuple(where.split("."))
-        if composed and code in ("X029", "X035") and path not in (doc.written or ()):
+        if composed and code in ("X029", "X035") and path not in doc.written:
             continue
         findings.append(Finding(doc.file(path), *doc.position(path), code, Severity.ERROR, message))
     return sorted(set(findings))

@@ -67,9 +67,9 @@ class SourceDoc:
     keys: Mapping[Path, Position]
     values: Mapping[Path, Position]
     files: Mapping[Path, str] = field(default_factory=dict)
-    # composed: the paths a person wrote (the manifest's, the defaults'); the others a framework
-    # config gave, which the framework's own rules judge. None: every path (not composed)
-    written: frozenset[Path] | None = None
+    # composed from a framework config: the paths a person wrote (the manifest beside it, the
+    # defaults); the others the config gave, which the framework's own rules judge
+    written: frozenset[Path] = frozenset()
 
     def _anchor(self, path: Path) -> Path:
         path = tuple(path)
