@@ -209,11 +209,10 @@ def judge_unplanned(manifest: Manifest, policies: Policies) -> Outcome:
     def plan_facts() -> dict[str, Any]:
         return planned_facts(make_plan(manifest, outcome, policies), outcome)
 
-    p, decision = manifest.parallelism, outcome.decision
-    proposed = p.schedule if p is not None else None
-    if (
-        proposed is None or (decision is not None and proposed in decision.acceptable)
-    ) and feasibility_shown(manifest, outcome, policies):
+    proposed = _proposed(manifest)
+    if (proposed is None or _accepted(proposed, outcome)) and feasibility_shown(
+        manifest, outcome, policies
+    ):
         # Whatever schedule the plan names, the proposal is one the policy accepts (or there is
         # none): only feasibility decides the shipped rules, and a probe showed it. The
         # schedule is computed with the plan's numbers, if a rule reads it.
@@ -249,14 +248,21 @@ def _outline_facts(
         "plan.proposal_recommended": None,
         **dict.fromkeys(_NUMBERS),
     }
-    p = manifest.parallelism
-    proposed = p.schedule if p is not None else None
+    proposed = _proposed(manifest)
     if proposed is not None and recommended is not None:
-        decision = outcome.decision
-        facts["plan.proposal_recommended"] = proposed == recommended or bool(
-            decision and proposed in decision.acceptable
-        )
+        facts["plan.proposal_recommended"] = proposed == recommended or _accepted(proposed, outcome)
     return facts
+
+
+def _proposed(manifest: Manifest) -> str | None:
+    p = manifest.parallelism
+    return p.schedule if p is not None else None
+
+
+def _accepted(proposed: str, outcome: Outcome) -> bool:
+    """The decision lists the proposed schedule as acceptable: recommended whatever the plan
+    names."""
+    return outcome.decision is not None and proposed in outcome.decision.acceptable
 
 
 def planned_facts(plan: Plan, outcome: Outcome) -> dict[str, Any]:
